@@ -1,0 +1,265 @@
+// Package configs owns edgeheal's configuration: the version 1 schema, the
+// embedded defaults, layered loading (defaults, the main file, then
+// config.d/*.yaml in lexical order), the origin of every value, validation,
+// and the fleet templates and their renderer.
+//
+// configs never touches the network or the system it configures: it reads
+// files and returns values or errors. A problem is always reported with the
+// file, the key path and the reason, and Validate reports every problem at
+// once so that an operator fixes a file in one pass.
+package configs
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Version is the only schema version this build reads.
+const Version = 1
+
+// Config is the merged, decoded configuration. Its zero value is not useful:
+// use Load or Parse, which start from the embedded defaults.
+type Config struct {
+	Version   int        `yaml:"version"`
+	Node      Node       `yaml:"node"`
+	Interval  Duration   `yaml:"interval"`
+	DryRun    bool       `yaml:"dry_run"`
+	Uplinks   []Uplink   `yaml:"uplinks"`
+	Tunnels   []Tunnel   `yaml:"tunnels"`
+	Workloads []Workload `yaml:"workloads"`
+	Report    Report     `yaml:"report"`
+	Policy    Policy     `yaml:"policy"`
+
+	// Origins maps a key path (as in Validate's messages: "tunnels[0].probe.target")
+	// to where its value came from. It is filled by Load and Parse.
+	Origins Origins `yaml:"-"`
+}
+
+// Node identifies this machine in reports.
+type Node struct {
+	Name string `yaml:"name"` // defaults to the hostname
+	Site string `yaml:"site"`
+}
+
+// Uplink selects links whose TX checksum offload the agent guards.
+type Uplink struct {
+	// Name is an exact link name, a glob (wwan*, usb*), or "default-route":
+	// the interfaces of the IPv4 and IPv6 default routes.
+	Name string `yaml:"name"`
+	// TxChecksum is "off" (turn every tx-checksum-* feature off and keep it
+	// off) or "leave".
+	TxChecksum string `yaml:"tx_checksum"`
+	// Features are extra kernel (or ethtool -K group) feature names, each
+	// "on" or "off".
+	Features map[string]string `yaml:"features"`
+}
+
+// DefaultRoute is the Uplink.Name that selects the default-route interfaces.
+const DefaultRoute = "default-route"
+
+// Tunnel is a WireGuard interface whose peers the agent keeps alive.
+type Tunnel struct {
+	Interface string `yaml:"interface"`
+	// Peers is "all" or a list of base64 public keys.
+	Peers               PeerSelector `yaml:"peers"`
+	PersistentKeepalive Duration     `yaml:"persistent_keepalive"`
+	EndpointHost        string       `yaml:"endpoint_host"`
+	StaleAfter          Duration     `yaml:"stale_after"`
+	RxSilence           Duration     `yaml:"rx_silence"`
+	Probe               Probe        `yaml:"probe"`
+	Heal                []string     `yaml:"heal"`
+	Unit                string       `yaml:"unit"`
+}
+
+// Probe is an active check through a tunnel.
+type Probe struct {
+	Target   string   `yaml:"target"` // tcp://ip:port or icmp://ip
+	Interval Duration `yaml:"interval"`
+	Timeout  Duration `yaml:"timeout"`
+	Misses   int      `yaml:"misses"`
+}
+
+// Heal rungs, in the default order of the remediation ladder.
+const (
+	HealReassert    = "reassert"
+	HealHandshake   = "handshake"
+	HealReresolve   = "reresolve"
+	HealBounce      = "bounce"
+	HealRestartUnit = "restart-unit"
+)
+
+// HealRungs lists every valid heal rung in ladder order.
+var HealRungs = []string{HealReassert, HealHandshake, HealReresolve, HealBounce, HealRestartUnit}
+
+// Workload is a pod whose network path to its broker the agent probes from
+// inside the pod's own network namespace.
+type Workload struct {
+	Name      string   `yaml:"name"`
+	Pod       Pod      `yaml:"pod"`
+	Netns     string   `yaml:"netns"`
+	PID       int      `yaml:"pid"`
+	CRISocket string   `yaml:"cri_socket"`
+	Tunnel    string   `yaml:"tunnel"`
+	Interval  Duration `yaml:"interval"`
+	Misses    int      `yaml:"misses"`
+	MQTT      Broker   `yaml:"mqtt"`
+}
+
+// Pod selects a pod sandbox through CRI: namespace plus name or labels.
+type Pod struct {
+	Namespace string            `yaml:"namespace"`
+	Name      string            `yaml:"name"`
+	Labels    map[string]string `yaml:"labels"`
+}
+
+// Broker is an MQTT broker a workload depends on.
+type Broker struct {
+	Broker       string   `yaml:"broker"`      // as the pod reaches it
+	HostBroker   string   `yaml:"host_broker"` // as the host reaches it
+	Timeout      Duration `yaml:"timeout"`
+	Username     string   `yaml:"username"`
+	PasswordFile string   `yaml:"password_file"`
+	TLS          TLS      `yaml:"tls"`
+}
+
+// TLS configures a TLS client. Empty CA means the system roots.
+type TLS struct {
+	CA         string `yaml:"ca"`
+	Cert       string `yaml:"cert"`
+	Key        string `yaml:"key"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Enabled reports whether any TLS setting is present.
+func (t TLS) Enabled() bool { return t != TLS{} }
+
+// Report configures where the agent reports.
+type Report struct {
+	MQTT     ReportMQTT `yaml:"mqtt"`
+	HTTP     HTTP       `yaml:"http"`
+	StateDir string     `yaml:"state_dir"`
+}
+
+// ReportMQTT is the cloud broker the agent publishes status and events to,
+// over the host network.
+type ReportMQTT struct {
+	Broker       string `yaml:"broker"` // empty: MQTT reporting off
+	ClientID     string `yaml:"client_id"`
+	TopicPrefix  string `yaml:"topic_prefix"`
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+	TLS          TLS    `yaml:"tls"`
+}
+
+// HTTP is the local HTTP listener (health, metrics, status).
+type HTTP struct {
+	Listen string `yaml:"listen"` // empty: off
+}
+
+// Policy bounds what the remediation ladder may do.
+type Policy struct {
+	Cooldown      Duration `yaml:"cooldown"`
+	MaxDisruptive int      `yaml:"max_disruptive"`
+	Window        Duration `yaml:"window"`
+	VerifyTimeout Duration `yaml:"verify_timeout"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("20s", "1h").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d the way it is written in YAML.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes d as a duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// PeerSelector is "all" (All set) or a list of public keys.
+type PeerSelector struct {
+	All  bool
+	Keys []string
+}
+
+// MarshalYAML writes "all" or the key list.
+func (p PeerSelector) MarshalYAML() (any, error) {
+	if p.All {
+		return "all", nil
+	}
+	if p.Keys == nil {
+		return []string{}, nil
+	}
+	return p.Keys, nil
+}
+
+// String is "all" or the keys joined by commas.
+func (p PeerSelector) String() string {
+	if p.All {
+		return "all"
+	}
+	return strings.Join(p.Keys, ",")
+}
+
+// Selects reports whether the peer with the base64 public key is selected.
+func (p PeerSelector) Selects(key string) bool {
+	if p.All {
+		return true
+	}
+	for _, k := range p.Keys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// Tunnel returns the tunnel with the interface name, if configured.
+func (c *Config) Tunnel(iface string) (Tunnel, bool) {
+	for _, t := range c.Tunnels {
+		if t.Interface == iface {
+			return t, true
+		}
+	}
+	return Tunnel{}, false
+}
+
+// Origin is where a value came from.
+type Origin struct {
+	File string // "(defaults)" for the embedded defaults
+	Line int
+}
+
+func (o Origin) String() string {
+	if o.Line == 0 {
+		return o.File
+	}
+	return fmt.Sprintf("%s:%d", o.File, o.Line)
+}
+
+// Origins maps key paths to origins.
+type Origins map[string]Origin
+
+// Of returns the origin of path, or of its nearest ancestor that has one
+// (a list replaced by a later file takes all its elements' origins with it).
+func (o Origins) Of(path string) Origin {
+	for p := path; p != ""; p = parentPath(p) {
+		if or, ok := o[p]; ok {
+			return or
+		}
+	}
+	return Origin{File: DefaultsName}
+}
+
+// parentPath strips the last element of a key path: "a.b[2].c" → "a.b[2]" → "a.b" → "a" → "".
+func parentPath(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// DefaultsName is the origin file name of a value from the embedded defaults.
+const DefaultsName = "(defaults)"
