@@ -34,6 +34,10 @@ type Config struct {
 	// Origins maps a key path (as in Validate's messages: "tunnels[0].probe.target")
 	// to where its value came from. It is filled by Load and Parse.
 	Origins Origins `yaml:"-"`
+	// Files are the layers read, in order (the defaults not included).
+	Files []string `yaml:"-"`
+	// Revision is a short hash of the merged values, reported with the status.
+	Revision string `yaml:"-"`
 }
 
 // Node identifies this machine in reports.
@@ -171,8 +175,22 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// String formats d the way it is written in YAML.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String formats d the way operators write it: whole hours as "1h", whole
+// minutes as "5m", other whole seconds as "210s", anything finer as Go does.
+func (d Duration) String() string {
+	v := time.Duration(d)
+	switch {
+	case v == 0:
+		return "0s"
+	case v%time.Hour == 0:
+		return fmt.Sprintf("%dh", v/time.Hour)
+	case v%time.Minute == 0:
+		return fmt.Sprintf("%dm", v/time.Minute)
+	case v%time.Second == 0:
+		return fmt.Sprintf("%ds", v/time.Second)
+	}
+	return v.String()
+}
 
 // MarshalYAML writes d as a duration string.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }

@@ -1,0 +1,539 @@
+package configs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+//go:embed element-defaults.yaml
+var elementDefaultsYAML []byte
+
+// DefaultPath is where the daemon looks for its main file.
+const DefaultPath = "/etc/edgeheal/config.yaml"
+
+// HostnameName is the origin of a node name taken from the hostname.
+const HostnameName = "(hostname)"
+
+// hostname is replaced in tests so that golden output does not depend on the machine.
+var hostname = os.Hostname
+
+// maxNodes bounds the nodes one file may expand to (aliases included), so a
+// hostile or broken file cannot make the agent allocate without bound.
+const maxNodes = 100_000
+
+// Source is one layer's bytes and the name problems are reported under.
+type Source struct {
+	Name string
+	Data []byte
+}
+
+// Problem is one thing wrong with the configuration.
+type Problem struct {
+	File   string // where the offending value was written
+	Path   string // key path, e.g. "tunnels[0].persistent_keepalive"; empty for a whole file
+	Reason string
+}
+
+func (p Problem) Error() string {
+	if p.Path == "" {
+		return p.File + ": " + p.Reason
+	}
+	return p.File + ": " + p.Path + ": " + p.Reason
+}
+
+// Files lists the layers Load reads for the main file path, in order:
+// path itself, then config.d/*.yaml next to it in lexical order. A missing
+// config.d is not an error.
+func Files(path string) ([]string, error) {
+	files := []string{path}
+	dropins, err := filepath.Glob(filepath.Join(filepath.Dir(path), "config.d", "*.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("listing drop-ins of %s: %w", path, err)
+	}
+	sort.Strings(dropins)
+	return append(files, dropins...), nil
+}
+
+// Load reads the defaults, the main file at path and its config.d drop-ins,
+// merges them (maps merge, scalars and lists are replaced by the later file),
+// decodes and validates the result. The error lists every problem, each
+// naming its file and key path. A missing main file is an error that
+// matches os.ErrNotExist.
+func Load(path string) (*Config, error) {
+	files, err := Files(path)
+	if err != nil {
+		return nil, err
+	}
+	srcs := make([]Source, 0, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading config: %w", err)
+		}
+		srcs = append(srcs, Source{Name: f, Data: data})
+	}
+	return Build(srcs...)
+}
+
+// Parse is Build with one source: the defaults with data over them.
+func Parse(name string, data []byte) (*Config, error) {
+	return Build(Source{Name: name, Data: data})
+}
+
+// Build layers the sources over the embedded defaults, in order, and returns
+// the decoded, validated config. It never returns a config together with an
+// error, and never a config that fails Validate.
+func Build(srcs ...Source) (*Config, error) {
+	files := map[*yaml.Node]string{}
+	root, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, files)
+	if err != nil {
+		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
+	}
+	var problems []error
+	var names []string
+	for _, src := range srcs {
+		names = append(names, src.Name)
+		layer, err := parseLayer(src, files)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if layer != nil {
+			mergeMaps(root, layer)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	if err := applyElementDefaults(root, files); err != nil {
+		return nil, fmt.Errorf("embedded element defaults: %w", err)
+	}
+	w := walker{files: files, origins: Origins{}}
+	w.check(root, reflect.TypeOf(Config{}), "")
+	cfg := &Config{}
+	// With schema problems Decode skips the bad values (type errors do not
+	// stop it, unknown keys are ignored), so Validate can still report the
+	// rest of the file in the same pass.
+	if err := root.Decode(cfg); err != nil && len(w.problems) == 0 {
+		return nil, fmt.Errorf("decoding config: %w", err)
+	}
+	cfg.Origins = w.origins
+	cfg.Files = names
+	if cfg.Node.Name == "" {
+		if h, err := hostname(); err == nil {
+			cfg.Node.Name = h
+			cfg.Origins["node.name"] = Origin{File: HostnameName}
+		}
+	}
+	cfg.Revision = revision(cfg)
+	problems = w.problems
+	if err := cfg.Validate(); err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if p, ok := e.(Problem); !ok || !w.reported(p.Path) {
+				problems = append(problems, e)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	return cfg, nil
+}
+
+// revision is a short hash of the merged values: the same values give the
+// same revision on every node, whatever files they came from.
+func revision(c *Config) string {
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(out)
+	return hex.EncodeToString(sum[:6])
+}
+
+// parseLayer parses one source into a mapping node (nil for an empty file),
+// with aliases expanded, recording each node's file. Duplicate keys are
+// problems.
+func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, Problem{File: src.Name, Reason: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, Problem{File: src.Name, Reason: "more than one YAML document; put each layer in its own file"}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return nil, nil // a file of comments only
+	}
+	budget := maxNodes
+	var problems []error
+	out := expand(top, src.Name, "", files, &budget, &problems)
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	if out.Kind != yaml.MappingNode {
+		return nil, Problem{File: src.Name, Reason: fmt.Sprintf("the top level must be a mapping of keys (version, node, uplinks, ...), not %s", kindName(out))}
+	}
+	return out, nil
+}
+
+// expand copies n with aliases resolved, checks for duplicate keys and
+// records the file of every node of the copy.
+func expand(n *yaml.Node, file, path string, files map[*yaml.Node]string, budget *int, problems *[]error) *yaml.Node {
+	*budget--
+	if *budget < 0 {
+		if *budget == -1 {
+			*problems = append(*problems, Problem{File: file, Reason: fmt.Sprintf("more than %d values (aliases expanded): refusing to load", maxNodes)})
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		c := expand(n.Alias, file, path, files, budget, problems)
+		c.Line = n.Line // report where the alias was used
+		return c
+	}
+	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
+	files[c] = file
+	switch n.Kind {
+	case yaml.MappingNode:
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			kp := joinKey(path, k.Value)
+			if first, dup := seen[k.Value]; dup {
+				*problems = append(*problems, Problem{File: file, Path: kp, Reason: fmt.Sprintf("duplicate key (line %d repeats line %d)", k.Line, first)})
+				continue
+			}
+			seen[k.Value] = k.Line
+			kc := &yaml.Node{Kind: k.Kind, Tag: k.Tag, Value: k.Value, Line: k.Line, Column: k.Column}
+			files[kc] = file
+			c.Content = append(c.Content, kc, expand(n.Content[i+1], file, kp, files, budget, problems))
+		}
+	case yaml.SequenceNode:
+		for i, e := range n.Content {
+			c.Content = append(c.Content, expand(e, file, fmt.Sprintf("%s[%d]", path, i), files, budget, problems))
+		}
+	}
+	return c
+}
+
+// mergeMaps merges src into dst: a key present in both merges when both values
+// are mappings; otherwise src's value (scalar, list, or a mapping replacing a
+// non-mapping) replaces dst's.
+func mergeMaps(dst, src *yaml.Node) {
+	for i := 0; i+1 < len(src.Content); i += 2 {
+		k, v := src.Content[i], src.Content[i+1]
+		j := keyIndex(dst, k.Value)
+		switch {
+		case j < 0:
+			dst.Content = append(dst.Content, k, v)
+		case dst.Content[j+1].Kind == yaml.MappingNode && v.Kind == yaml.MappingNode:
+			mergeMaps(dst.Content[j+1], v)
+		default:
+			dst.Content[j], dst.Content[j+1] = k, v
+		}
+	}
+}
+
+func keyIndex(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// applyElementDefaults merges each element of the uplinks, tunnels and
+// workloads lists over that list's element defaults.
+func applyElementDefaults(root *yaml.Node, files map[*yaml.Node]string) error {
+	defs, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{})
+	if err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(defs.Content); i += 2 {
+		list, def := defs.Content[i].Value, defs.Content[i+1]
+		j := keyIndex(root, list)
+		if j < 0 || root.Content[j+1].Kind != yaml.SequenceNode {
+			continue // missing or wrong kind: the schema walk reports it
+		}
+		seq := root.Content[j+1]
+		for e, elem := range seq.Content {
+			if elem.Kind != yaml.MappingNode {
+				continue
+			}
+			base := copyTree(def, files, elem.Line)
+			mergeMaps(base, elem)
+			files[base] = files[elem]
+			base.Line = elem.Line
+			seq.Content[e] = base
+		}
+	}
+	return nil
+}
+
+// copyTree copies a defaults tree, marking each node as coming from the
+// defaults; line is kept as 0 so origins show no line for defaults.
+func copyTree(n *yaml.Node, files map[*yaml.Node]string, _ int) *yaml.Node {
+	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value}
+	files[c] = DefaultsName
+	for _, e := range n.Content {
+		c.Content = append(c.Content, copyTree(e, files, 0))
+	}
+	return c
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "an empty value"
+		}
+		return fmt.Sprintf("the value %q", n.Value)
+	}
+	return "an unexpected YAML node"
+}
+
+var (
+	durationType = reflect.TypeOf(Duration(0))
+	peersType    = reflect.TypeOf(PeerSelector{})
+)
+
+// walker checks a merged tree against the schema before decoding, so that
+// every problem is reported at once with its file and key path, and records
+// the origin of every value.
+type walker struct {
+	files    map[*yaml.Node]string
+	origins  Origins
+	problems []error
+}
+
+// reported says whether the schema walk already reported path or an
+// ancestor of it, so that Validate does not report a value Decode skipped.
+func (w *walker) reported(path string) bool {
+	for _, e := range w.problems {
+		p := e.(Problem).Path
+		if p == path || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *walker) problem(n *yaml.Node, path, format string, args ...any) {
+	w.problems = append(w.problems, Problem{File: w.file(n), Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (w *walker) file(n *yaml.Node) string {
+	if f, ok := w.files[n]; ok {
+		return f
+	}
+	return DefaultsName
+}
+
+func (w *walker) record(n *yaml.Node, line int, path string) {
+	if path == "" {
+		return
+	}
+	o := Origin{File: w.file(n), Line: line}
+	if o.File == DefaultsName {
+		o.Line = 0
+	}
+	w.origins[path] = o
+}
+
+func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
+	null := n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode || null {
+			w.problem(n, path, "expected a duration such as 20s or 1m30s, got %s", kindName(n))
+			return
+		}
+		if _, err := parseDuration(n.Value); err != nil {
+			w.problem(n, path, "%v", err)
+		}
+	case t == peersType:
+		switch {
+		case n.Kind == yaml.ScalarNode && n.Value == "all":
+		case n.Kind == yaml.SequenceNode:
+			for i, e := range n.Content {
+				if e.Kind != yaml.ScalarNode {
+					w.problem(e, fmt.Sprintf("%s[%d]", path, i), "expected a base64 public key, got %s", kindName(e))
+				}
+			}
+		default:
+			w.problem(n, path, `expected "all" or a list of public keys, got %s`, kindName(n))
+		}
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if null {
+				return // "key:" with nothing: keep the defaults
+			}
+			w.problem(n, path, "expected a mapping with keys %s, got %s", strings.Join(yamlKeys(t), ", "), kindName(n))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := joinKey(path, k.Value)
+			f, ok := fieldByTag(t, k.Value)
+			if !ok {
+				w.problem(k, kp, "unknown key (known here: %s)", strings.Join(yamlKeys(t), ", "))
+				continue
+			}
+			w.record(v, k.Line, kp)
+			w.check(v, f.Type, kp)
+		}
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			if null {
+				return
+			}
+			w.problem(n, path, "expected a list, got %s", kindName(n))
+			return
+		}
+		for i, e := range n.Content {
+			ep := fmt.Sprintf("%s[%d]", path, i)
+			w.record(e, e.Line, ep)
+			w.check(e, t.Elem(), ep)
+		}
+	case t.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			if null {
+				return
+			}
+			w.problem(n, path, "expected a mapping, got %s", kindName(n))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := joinKey(path, k.Value)
+			if k.Value == "" {
+				w.problem(k, kp, "empty key")
+			}
+			w.record(v, k.Line, kp)
+			w.check(v, t.Elem(), kp)
+		}
+	case t.Kind() == reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			w.problem(n, path, "expected a string, got %s", kindName(n))
+		}
+	case t.Kind() == reflect.Int:
+		if n.Kind != yaml.ScalarNode || null {
+			w.problem(n, path, "expected a whole number, got %s", kindName(n))
+			return
+		}
+		if _, err := strconv.ParseInt(n.Value, 10, 32); err != nil {
+			w.problem(n, path, "expected a whole number, got %q", n.Value)
+		}
+	case t.Kind() == reflect.Bool:
+		if n.Kind != yaml.ScalarNode || (n.Value != "true" && n.Value != "false") {
+			w.problem(n, path, "expected true or false, got %s", kindName(n))
+		}
+	default:
+		w.problem(n, path, "internal: no schema check for %s", t) // a build defect
+	}
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if tagName(f) == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func tagName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+func yamlKeys(t reflect.Type) []string {
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		if n := tagName(t.Field(i)); n != "" {
+			keys = append(keys, n)
+		}
+	}
+	return keys
+}
+
+// parseDuration reads a Go duration string, refusing a bare number (is 20
+// seconds or 20 nanoseconds meant?).
+func parseDuration(s string) (time.Duration, error) {
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return 0, fmt.Errorf("%q has no unit: write it as %ss (or ms, m, h)", s, s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: write it like 20s, 500ms or 1m30s", s)
+	}
+	return d, nil
+}
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		// A TypeError lets Decode go on with the other values.
+		return &yaml.TypeError{Errors: []string{err.Error()}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalYAML reads "all" or a list of keys.
+func (p *PeerSelector) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Value == "all" {
+		*p = PeerSelector{All: true}
+		return nil
+	}
+	var keys []string
+	if err := n.Decode(&keys); err != nil {
+		return &yaml.TypeError{Errors: []string{err.Error()}}
+	}
+	*p = PeerSelector{Keys: keys}
+	return nil
+}
