@@ -1,0 +1,300 @@
+package netfix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// ActionOffloadOff is the Result.Action of EnsureTxChecksumOff and EnsureFeatures.
+const ActionOffloadOff = "offload-off"
+
+// TxChecksumPattern matches the kernel's TX checksum features
+// (tx-checksum-ipv4, tx-checksum-ip-generic, tx-checksum-ipv6,
+// tx-checksum-sctp, tx-checksum-fcoe-crc), whichever a driver lists. It is
+// what ethtool(8) means by "tx" and "tx-checksumming".
+const TxChecksumPattern = "tx-checksum-*"
+
+// FeatureState is one NIC feature as the kernel reports it (ETHTOOL_GFEATURES).
+type FeatureState struct {
+	Active     bool // the feature is on now
+	Requested  bool // what was last asked for; differs from Active when a dependency is missing
+	Changeable bool // false where ethtool -k shows "[fixed]"
+}
+
+// NIC reads and changes the features of links in one network namespace.
+// Implementations return an error matching os.ErrNotExist when the link does
+// not exist. Change may return nil without applying anything (a fixed
+// feature, a driver that ignores the request): callers read back.
+type NIC interface {
+	// FeaturesWithState returns every feature the link's driver lists, by
+	// kernel name (tx-checksum-ip-generic, rx-gro, ...).
+	FeaturesWithState(link string) (map[string]FeatureState, error)
+	// Change asks for each named kernel feature to be on (true) or off.
+	Change(link string, features map[string]bool) error
+}
+
+// ErrUnknownFeature is matched (errors.Is) by the error for a configured
+// feature name that is neither a kernel feature of the link nor an ethtool(8)
+// group name, or whose value is not "on" or "off". It is a configuration
+// error: the message lists the names the link has.
+var ErrUnknownFeature = errors.New("unknown feature")
+
+// ErrNotApplied is matched by the error returned when the kernel accepted a
+// feature change but reading the features back shows it did not take effect.
+var ErrNotApplied = errors.New("change accepted but not applied")
+
+// ErrConflict is matched by the error for configured features that ask for
+// the same kernel feature to be both on and off, or for a TX checksum
+// feature to be on while TX checksum is guarded off.
+var ErrConflict = errors.New("conflicting feature settings")
+
+// featureGroup is an ethtool(8) -K name and the kernel features it stands for.
+type featureGroup struct {
+	short, long, pattern string
+}
+
+// featureGroups is ethtool(8)'s off_flag_def table (ethtool 6.1, checked
+// 2026-11): the names operators copy from `ethtool -K` scripts. The kernel's
+// SFEATURES ioctl only knows kernel names, so they are expanded here.
+var featureGroups = []featureGroup{
+	{"rx", "rx-checksumming", "rx-checksum"},
+	{"tx", "tx-checksumming", TxChecksumPattern},
+	{"sg", "scatter-gather", "tx-scatter-gather*"},
+	{"tso", "tcp-segmentation-offload", "tx-tcp*-segmentation"},
+	{"ufo", "udp-fragmentation-offload", "tx-udp-fragmentation"},
+	{"gso", "generic-segmentation-offload", "tx-generic-segmentation"},
+	{"gro", "generic-receive-offload", "rx-gro"},
+	{"lro", "large-receive-offload", "rx-lro"},
+	{"rxvlan", "rx-vlan-offload", "rx-vlan-hw-parse"},
+	{"txvlan", "tx-vlan-offload", "tx-vlan-hw-insert"},
+	{"ntuple", "ntuple-filters", "rx-ntuple-filter"},
+	{"rxhash", "receive-hashing", "rx-hashing"},
+}
+
+// FeatureGroups returns the ethtool(8) group names this package expands,
+// each mapped to the kernel feature glob it stands for (both the short
+// and the long name are keys).
+func FeatureGroups() map[string]string {
+	m := make(map[string]string, 2*len(featureGroups))
+	for _, g := range featureGroups {
+		m[g.short] = g.pattern
+		m[g.long] = g.pattern
+	}
+	return m
+}
+
+// ExpandFeature returns the kernel feature names that name stands for on a
+// link with the features have: name itself if the link has it, or the
+// members of an ethtool(8) group name (tx, tx-checksumming, sg, tso, gro,
+// ...). An unknown name, or a group with no member on this link, is an
+// error matching ErrUnknownFeature that lists the names the link has.
+func ExpandFeature(name string, have map[string]FeatureState) ([]string, error) {
+	if _, ok := have[name]; ok {
+		return []string{name}, nil
+	}
+	for _, g := range featureGroups {
+		if name != g.short && name != g.long {
+			continue
+		}
+		var names []string
+		for n := range have {
+			if ok, _ := path.Match(g.pattern, n); ok {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%w %q: the link has no %s feature; it has: %s",
+				ErrUnknownFeature, name, g.pattern, strings.Join(sortedNames(have), ", "))
+		}
+		sort.Strings(names)
+		return names, nil
+	}
+	return nil, fmt.Errorf("%w %q: not a feature of the link nor an ethtool -K group name; the link has: %s",
+		ErrUnknownFeature, name, strings.Join(sortedNames(have), ", "))
+}
+
+// WantedFeatures turns the guard's configuration into the kernel feature
+// states wanted on a link with the features have: every tx-checksum-* the
+// driver lists off when txOff, plus extra (kernel or ethtool(8) group names,
+// each "on" or "off"). It returns what it could resolve together with an
+// error joining every problem (ErrUnknownFeature, ErrConflict), so that a
+// typo in an extra feature never stops TX checksum offload being turned off.
+func WantedFeatures(have map[string]FeatureState, txOff bool, extra map[string]string) (map[string]bool, error) {
+	want := map[string]bool{}
+	if txOff {
+		for n := range have {
+			if ok, _ := path.Match(TxChecksumPattern, n); ok {
+				want[n] = false
+			}
+		}
+	}
+	var errs []error
+	from := map[string]string{} // kernel name -> configured name that set it
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var on bool
+		switch v := strings.ToLower(strings.TrimSpace(extra[k])); v {
+		case "on":
+			on = true
+		case "off":
+		default:
+			errs = append(errs, fmt.Errorf("%w %q: value %q is not on or off", ErrUnknownFeature, k, extra[k]))
+			continue
+		}
+		names, err := ExpandFeature(k, have)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, n := range names {
+			if txOff && on && isTxChecksum(n) {
+				errs = append(errs, fmt.Errorf("%w: %s: on (from %q) but tx_checksum is off", ErrConflict, n, k))
+				continue
+			}
+			if prev, ok := from[n]; ok && want[n] != on {
+				errs = append(errs, fmt.Errorf("%w: %s is %s from %q and %s from %q",
+					ErrConflict, n, onOff(want[n]), prev, onOff(on), k))
+				continue
+			}
+			want[n] = on
+			from[n] = k
+		}
+	}
+	return want, errors.Join(errs...)
+}
+
+// EnsureTxChecksumOff turns off every changeable TX checksum feature of link
+// that its driver lists (tx-checksum-ipv4, -ip-generic, -ipv6, -sctp,
+// -fcoe-crc) and applies extra (kernel or ethtool(8) group names, "on" or
+// "off"), then reads the features back, because the ioctl can succeed
+// without applying.
+//
+// It is idempotent: with nothing to change it calls no Change and returns
+// Changed false. With dryRun it changes nothing and lists in Changes what it
+// would change (Result.DryRun set when something would). Features that need
+// a change but are fixed by the driver are listed in Fixed ("name: on
+// [fixed]") and are not errors. Each Changes entry reads "name: old -> new".
+//
+// Errors: a missing link matches os.ErrNotExist (from the NIC); a feature
+// still wrong after the change matches ErrNotApplied and names it; a bad
+// extra feature matches ErrUnknownFeature or ErrConflict, and is returned
+// only after everything else was applied.
+func EnsureTxChecksumOff(ctx context.Context, nic NIC, link string, extra map[string]string, dryRun bool) (Result, error) {
+	return ensure(ctx, nic, link, true, extra, dryRun)
+}
+
+// EnsureFeatures is EnsureTxChecksumOff without the TX checksum part: it
+// applies only want (the guard's tx_checksum: leave with extra features).
+// Its contract is otherwise the same.
+func EnsureFeatures(ctx context.Context, nic NIC, link string, want map[string]string, dryRun bool) (Result, error) {
+	return ensure(ctx, nic, link, false, want, dryRun)
+}
+
+func ensure(ctx context.Context, nic NIC, link string, txOff bool, extra map[string]string, dryRun bool) (Result, error) {
+	r := Result{Action: ActionOffloadOff, Target: link}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	before, err := nic.FeaturesWithState(link)
+	if err != nil {
+		return r, fmt.Errorf("reading features of %s: %w", link, err)
+	}
+	want, configErr := WantedFeatures(before, txOff, extra)
+	if configErr != nil {
+		configErr = fmt.Errorf("features configured for %s: %w", link, configErr)
+	}
+
+	change := map[string]bool{}
+	for _, n := range sortedKeys(want) {
+		st := before[n]
+		if st.Active == want[n] {
+			continue
+		}
+		if !st.Changeable {
+			r.Fixed = append(r.Fixed, fmt.Sprintf("%s: %s [fixed]", n, onOff(st.Active)))
+			continue
+		}
+		change[n] = want[n]
+		r.Changes = append(r.Changes, fmt.Sprintf("%s: %s -> %s", n, onOff(st.Active), onOff(want[n])))
+	}
+	if len(change) == 0 {
+		return r, configErr
+	}
+	if dryRun {
+		r.DryRun = true
+		return r, configErr
+	}
+	if err := ctx.Err(); err != nil {
+		r.Changes = nil
+		return r, errors.Join(err, configErr)
+	}
+	if err := nic.Change(link, change); err != nil {
+		r.Changes = nil
+		return r, errors.Join(fmt.Errorf("changing features of %s: %w", link, err), configErr)
+	}
+	// The SFEATURES ioctl can return success and leave a feature as it was
+	// (LAB-NOTES: a change to a fixed feature returns nil), so only the
+	// read-back says what happened.
+	after, err := nic.FeaturesWithState(link)
+	if err != nil {
+		r.Changes = nil
+		r.Changed = true // the change was accepted; whether it applied is unknown
+		return r, errors.Join(fmt.Errorf("reading back features of %s: %w", link, err), configErr)
+	}
+	var applied, stuck []string
+	for _, n := range sortedKeys(change) {
+		if after[n].Active == change[n] {
+			applied = append(applied, fmt.Sprintf("%s: %s -> %s", n, onOff(!change[n]), onOff(change[n])))
+			continue
+		}
+		stuck = append(stuck, fmt.Sprintf("%s still %s", n, onOff(after[n].Active)))
+	}
+	r.Changes = applied
+	r.Changed = len(applied) > 0
+	if len(stuck) > 0 {
+		err := fmt.Errorf("changing features of %s: %w: %s", link, ErrNotApplied, strings.Join(stuck, ", "))
+		return r, errors.Join(err, configErr)
+	}
+	return r, configErr
+}
+
+// FeatureOfEntry returns the feature name of a Result.Changes or Result.Fixed
+// entry ("tx-checksum-ip-generic: on -> off" → "tx-checksum-ip-generic").
+func FeatureOfEntry(entry string) string {
+	name, _, _ := strings.Cut(entry, ":")
+	return name
+}
+
+func isTxChecksum(name string) bool {
+	ok, _ := path.Match(TxChecksumPattern, name)
+	return ok
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+func sortedNames(m map[string]FeatureState) []string {
+	return sortedKeys(m)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
