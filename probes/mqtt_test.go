@@ -1,0 +1,151 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestMQTTClassifiesAgainstMosquitto probes a real mosquitto on loopback
+// and checks each failure lands in its class.
+func TestMQTTClassifiesAgainstMosquitto(t *testing.T) {
+	b := startMosquitto(t)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	writeFile(t, wrong, "wrong-password\n")
+	closed := "127.0.0.1:" + itoa(freePort(t))
+	silent := silentListener(t)
+	dns := startDNS(t, map[string][4]byte{"broker.test.": {127, 0, 0, 1}})
+	port := func(a string) string { return a[len("127.0.0.1:"):] }
+	const bound = 700 * time.Millisecond
+
+	tests := []struct {
+		name      string
+		ns        Netns
+		cfg       MQTTConfig
+		want      Class
+		wantRC    int
+		wantDNSMs bool
+	}{
+		{name: "the right password is accepted", cfg: MQTTConfig{Broker: "tcp://" + b.addr, Username: b.user, PasswordFile: b.passwd}, want: ClassOK},
+		{name: "a wrong password is auth with the connack code", cfg: MQTTConfig{Broker: "tcp://" + b.addr, Username: b.user, PasswordFile: wrong}, want: ClassAuth, wantRC: 5},
+		{name: "no credentials is auth", cfg: MQTTConfig{Broker: "tcp://" + b.addr}, want: ClassAuth, wantRC: 5},
+		{name: "a closed port is refused", cfg: MQTTConfig{Broker: "tcp://" + closed}, want: ClassRefused},
+		{name: "a broker that never answers connect is a timeout", cfg: MQTTConfig{Broker: "tcp://" + silent, Timeout: bound}, want: ClassTimeout},
+		{name: "tls with the right ca is accepted", cfg: MQTTConfig{Broker: "ssl://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca}}, want: ClassOK},
+		{name: "tls with a wrong ca is tls", cfg: MQTTConfig{Broker: "ssl://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.otherCA}}, want: ClassTLS},
+		{name: "tls with a wrong server name is tls", cfg: MQTTConfig{Broker: "ssl://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca, ServerName: "other.test"}}, want: ClassTLS},
+		{name: "plain mqtt to the tls port is not ok", cfg: MQTTConfig{Broker: "tcp://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, Timeout: bound}, want: ClassFailed},
+		{name: "a name resolved by the namespace's dns server is used", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "ssl://broker.test:" + port(b.tlsAddr), Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca}}, want: ClassOK, wantDNSMs: true},
+		{name: "a name that does not resolve is dns", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "tcp://nowhere.test:1883"}, want: ClassDNS, wantDNSMs: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.cfg.Timeout == 0 {
+				tt.cfg.Timeout = 3 * time.Second
+			}
+			start := time.Now()
+			got, err := MQTT(context.Background(), tt.ns, tt.cfg)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("MQTT: %v", err)
+			}
+			if got.Class != tt.want || got.ReturnCode != tt.wantRC {
+				t.Errorf("got class %q return code %d (detail %q), want %q %d", got.Class, got.ReturnCode, got.Detail, tt.want, tt.wantRC)
+			}
+			if got.Latency <= 0 {
+				t.Errorf("latency %v, want > 0", got.Latency)
+			}
+			if tt.wantDNSMs != (got.DNSLatency > 0) {
+				t.Errorf("dns latency %v, want it set: %v", got.DNSLatency, tt.wantDNSMs)
+			}
+			// The bound is a contract, not a performance figure: a probe
+			// must give up at its timeout (plus scheduling slack).
+			if took > tt.cfg.Timeout+2*time.Second {
+				t.Errorf("probe took %v, bound %v", took, tt.cfg.Timeout)
+			}
+		})
+	}
+}
+
+// TestMQTTBrokerStoppedIsRefused shows the broker-down observation the
+// diagnosis relies on.
+func TestMQTTBrokerStoppedIsRefused(t *testing.T) {
+	b := startMosquitto(t)
+	cfg := MQTTConfig{Broker: b.addr, Username: b.user, PasswordFile: b.passwd, Timeout: 2 * time.Second}
+	if r, err := MQTT(context.Background(), Netns{}, cfg); err != nil || r.Class != ClassOK {
+		t.Fatalf("before stop: %+v, %v", r, err)
+	}
+	b.stop()
+	r, err := MQTT(context.Background(), Netns{}, cfg)
+	if err != nil || r.Class != ClassRefused {
+		t.Fatalf("after stop: got %+v, %v; want class refused", r, err)
+	}
+}
+
+func TestMQTTCannotProbeIsAnError(t *testing.T) {
+	tests := []struct {
+		name   string
+		ns     Netns
+		cfg    MQTTConfig
+		wantIs error
+	}{
+		{name: "a missing password file", cfg: MQTTConfig{Broker: "tcp://127.0.0.1:1", PasswordFile: "/nonexistent/pw"}, wantIs: os.ErrNotExist},
+		{name: "a missing ca file", cfg: MQTTConfig{Broker: "ssl://127.0.0.1:1", TLS: TLSConfig{CA: "/nonexistent/ca"}}, wantIs: os.ErrNotExist},
+		{name: "a namespace that is gone", ns: Netns{Path: "/nonexistent/ns/net"}, cfg: MQTTConfig{Broker: "tcp://127.0.0.1:1"}, wantIs: os.ErrNotExist},
+		{name: "a broker address without a port", cfg: MQTTConfig{Broker: "127.0.0.1"}},
+		{name: "an unknown scheme", cfg: MQTTConfig{Broker: "ws://127.0.0.1:1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := MQTT(context.Background(), tt.ns, tt.cfg)
+			if err == nil {
+				t.Fatalf("got result %+v and no error", r)
+			}
+			if tt.wantIs != nil && !errors.Is(err, tt.wantIs) {
+				t.Errorf("error %v does not match %v", err, tt.wantIs)
+			}
+		})
+	}
+}
+
+func TestParseBroker(t *testing.T) {
+	tests := []struct {
+		in       string
+		tlsSet   bool
+		want     string
+		wantTLS  bool
+		wantFail bool
+	}{
+		{in: "tcp://broker:1883", want: "broker:1883"},
+		{in: "mqtt://broker", want: "broker:1883"},
+		{in: "tcp://broker", tlsSet: true, want: "broker:8883", wantTLS: true},
+		{in: "ssl://broker", want: "broker:8883", wantTLS: true},
+		{in: "mqtts://10.0.0.1:9883", want: "10.0.0.1:9883", wantTLS: true},
+		{in: "tcp://[fd00::1]:1883", want: "[fd00::1]:1883"},
+		{in: "broker:1883", want: "broker:1883"},
+		{in: "broker:8883", tlsSet: true, want: "broker:8883", wantTLS: true},
+		{in: "", wantFail: true},
+		{in: "tcp://:1883", wantFail: true},
+		{in: "http://broker", wantFail: true},
+	}
+	for _, tt := range tests {
+		got, gotTLS, err := parseBroker(tt.in, tt.tlsSet)
+		if (err != nil) != tt.wantFail || got != tt.want || gotTLS != tt.wantTLS {
+			t.Errorf("parseBroker(%q, %v) = %q, %v, %v; want %q, %v, failure %v", tt.in, tt.tlsSet, got, gotTLS, err, tt.want, tt.wantTLS, tt.wantFail)
+		}
+	}
+}
+
+func itoa(i int) string {
+	return string(appendInt(nil, i))
+}
+
+func appendInt(b []byte, i int) []byte {
+	if i >= 10 {
+		b = appendInt(b, i/10)
+	}
+	return append(b, byte('0'+i%10))
+}
