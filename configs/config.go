@@ -270,6 +270,25 @@ func (o Origins) Of(path string) Origin {
 	return Origin{File: DefaultsName}
 }
 
+// Blame returns the file to name in a problem about path: the origin of path
+// itself, or, when path is a mapping the defaults started and files only
+// added to (report.mqtt.tls), the first file that wrote a value inside it.
+func (o Origins) Blame(path string) Origin {
+	if or, ok := o[path]; ok && or.File != DefaultsName {
+		return or
+	}
+	var best string
+	for p, or := range o {
+		if or.File != DefaultsName && (strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[")) && (best == "" || p < best) {
+			best = p
+		}
+	}
+	if best != "" {
+		return o[best]
+	}
+	return o.Of(path)
+}
+
 // parentPath strips the last element of a key path: "a.b[2].c" → "a.b[2]" → "a.b" → "a" → "".
 func parentPath(p string) string {
 	i := strings.LastIndexAny(p, ".[")

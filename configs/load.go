@@ -36,7 +36,7 @@ var hostname = os.Hostname
 
 // maxNodes bounds the nodes one file may expand to (aliases included), so a
 // hostile or broken file cannot make the agent allocate without bound.
-const maxNodes = 100_000
+const maxNodes = 20_000
 
 // Source is one layer's bytes and the name problems are reported under.
 type Source struct {

@@ -32,7 +32,7 @@ type validator struct {
 }
 
 func (v *validator) add(path, format string, args ...any) {
-	v.problems = append(v.problems, Problem{File: v.c.Origins.Of(path).File, Path: path, Reason: fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, Problem{File: v.c.Origins.Blame(path).File, Path: path, Reason: fmt.Sprintf(format, args...)})
 }
 
 // fmtDur writes whole seconds as "70000s", the way operators write them.
