@@ -318,7 +318,7 @@ func TestExampleIsValid(t *testing.T) {
 
 func TestShowOriginGolden(t *testing.T) {
 	path := writeTree(t, map[string]string{
-		"config.yaml": "version: 1\nnode: {site: plant-7}\nuplinks:\n  - name: wwan*\ntunnels:\n  - interface: flannel-wg\n    probe: {target: 'tcp://10.42.0.1:6443'}\n",
+		"config.yaml":           "version: 1\nnode: {site: plant-7}\nuplinks:\n  - name: wwan*\ntunnels:\n  - interface: flannel-wg\n    probe: {target: 'tcp://10.42.0.1:6443'}\n",
 		"config.d/20-site.yaml": "tunnels:\n  - interface: wg0\n    persistent_keepalive: 25s\npolicy:\n  cooldown: 10s\n",
 	})
 	cfg, err := Load(path)
