@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -39,7 +40,11 @@ type broker struct {
 // says `user root` because mosquitto drops privileges and would then fail to
 // read the files of the temporary directory; it has no pid_file for the
 // same reason.
-func startMosquitto(t *testing.T) *broker {
+func startMosquitto(t *testing.T) *broker { return startMosquittoIn(t, Netns{}) }
+
+// startMosquittoIn is startMosquitto inside ns (through nsenter, which
+// execs mosquitto, so the PID is mosquitto's).
+func startMosquittoIn(t *testing.T, ns Netns) *broker {
 	t.Helper()
 	if _, err := os.Stat(mosquittoPath); err != nil {
 		t.Fatalf("mosquitto is needed: apt-get install -y --no-install-recommends mosquitto (%v)", err)
@@ -72,14 +77,17 @@ keyfile %s
 		t.Fatal(err)
 	}
 	b.cmd = exec.Command(mosquittoPath, "-c", conf)
+	if ns.Path != "" {
+		b.cmd = exec.Command("nsenter", "--net="+ns.Path, mosquittoPath, "-c", conf)
+	}
 	b.cmd.Stdout, b.cmd.Stderr = log, log
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := b.cmd.Start(); err != nil {
 		t.Fatalf("starting mosquitto: %v", err)
 	}
 	t.Cleanup(func() { b.stop(); log.Close() })
-	waitListening(t, b.addr, func() string { out, _ := os.ReadFile(log.Name()); return string(out) })
-	waitListening(t, b.tlsAddr, func() string { out, _ := os.ReadFile(log.Name()); return string(out) })
+	waitListening(t, ns, b.addr, func() string { out, _ := os.ReadFile(log.Name()); return string(out) })
+	waitListening(t, ns, b.tlsAddr, func() string { out, _ := os.ReadFile(log.Name()); return string(out) })
 	return b
 }
 
@@ -99,10 +107,12 @@ func (b *broker) stop() {
 	}
 }
 
-func waitListening(t *testing.T, addr string, logs func() string) {
+func waitListening(t *testing.T, ns Netns, addr string, logs func() string) {
 	t.Helper()
 	for i := 0; i < 100; i++ {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		c, err := ns.DialContext(ctx, "tcp", addr)
+		cancel()
 		if err == nil {
 			c.Close()
 			return
@@ -204,9 +214,10 @@ func newCA(t *testing.T, name string) (*ecdsa.PrivateKey, *x509.Certificate, str
 // startDNS answers A queries on a loopback UDP port from names (fully
 // qualified, lower case) and NXDOMAIN for everything else, until the test
 // ends. It returns its address.
-func startDNS(t *testing.T, names map[string][4]byte) string {
+func startDNS(t *testing.T, ns Netns, names map[string][4]byte) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	var pc net.PacketConn
+	err := ns.Do(func() (err error) { pc, err = net.ListenPacket("udp", "127.0.0.1:0"); return err })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +267,10 @@ func startDNS(t *testing.T, names map[string][4]byte) string {
 // silentListener accepts TCP connections and never answers, like a broker
 // behind a path that drops everything after the handshake. It returns its
 // address.
-func silentListener(t *testing.T) string {
+func silentListener(t *testing.T, ns Netns) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	var l net.Listener
+	err := ns.Do(func() (err error) { l, err = net.Listen("tcp", "127.0.0.1:0"); return err })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ func TestMQTTClassifiesAgainstMosquitto(t *testing.T) {
 	wrong := filepath.Join(t.TempDir(), "wrong")
 	writeFile(t, wrong, "wrong-password\n")
 	closed := "127.0.0.1:" + itoa(freePort(t))
-	silent := silentListener(t)
-	dns := startDNS(t, map[string][4]byte{"broker.test.": {127, 0, 0, 1}})
+	silent := silentListener(t, Netns{})
+	dns := startDNS(t, Netns{}, map[string][4]byte{"broker.test.": {127, 0, 0, 1}})
 	port := func(a string) string { return a[len("127.0.0.1:"):] }
 	const bound = 700 * time.Millisecond
 
