@@ -1,0 +1,584 @@
+package report
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/edgeheal/edgeheal/agent"
+)
+
+// KindOutboxDropped is the Kind of the event the outbox appends when it had
+// to drop events at its bound. Its Evidence holds "dropped" (events dropped
+// since the previous report that was still queued, see Outbox),
+// "dropped_total" (every event this outbox ever dropped; use it for exact
+// accounting), and "first_dropped_ts"/"last_dropped_ts" (times of the
+// oldest and newest dropped events).
+const KindOutboxDropped = "outbox-dropped"
+
+// DefaultOutboxMax is the bound of an outbox opened with Max 0.
+const DefaultOutboxMax = 10000
+
+// ErrOutboxClosed is returned by Append after Close.
+var ErrOutboxClosed = errors.New("outbox closed")
+
+// Item is one queued event and its sequence number in the outbox.
+type Item struct {
+	Seq   uint64
+	Event agent.Event
+}
+
+// OutboxOptions tune an outbox.
+type OutboxOptions struct {
+	// Max is the largest number of queued events (at least 2, so that a
+	// drop report always fits); 0 means DefaultOutboxMax.
+	Max int
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Outbox is a bounded, durable, at-least-once event queue on disk.
+//
+// Contract:
+//   - Append returns only after the event is written and fsynced: once it
+//     returned nil, the event survives a crash, kill -9 or power loss.
+//   - An event leaves the queue only through Ack (the broker acknowledged
+//     it) or by being dropped at the bound, oldest first. Acks are written
+//     but not synced: after a crash an acknowledged event may be delivered
+//     again, so consumers deduplicate by Event.ID.
+//   - At the bound the oldest events are dropped, counted (Dropped, which
+//     persists across restarts) and reported by a queued event of kind
+//     KindOutboxDropped. At most one such report is queued at a time: a new
+//     drop supersedes the queued report with one that adds both counts, so
+//     reports never crowd out real events.
+//   - A write torn by a crash can only be at the tail of the log; Open
+//     truncates the log at the first record whose length or checksum is
+//     wrong and keeps everything before it.
+//
+// Outbox is safe for concurrent use.
+type Outbox struct {
+	dir string
+	max int
+	now func() time.Time
+
+	mu        sync.Mutex
+	f         *os.File
+	pending   []Item // ordered by Seq
+	nextSeq   uint64
+	dropped   uint64 // persistent total
+	dead      int    // records in the log that no longer describe a queued event
+	truncated int64  // bytes cut from a torn tail by Open
+	closed    bool
+	changed   chan struct{}
+}
+
+const (
+	outboxLog    = "outbox.log"
+	outboxTmp    = "outbox.log.tmp"
+	maxRecord    = 1 << 20 // a larger length field means a torn or corrupt record
+	recordHeader = 8       // uint32 length + uint32 CRC-32C, little endian
+	compactAfter = 512     // dead records before a compaction is considered
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one entry of the log. Op "h" (header, first record after a
+// compaction) carries Next and DroppedTotal; "e" an event; "a" removes Seq
+// (acknowledged, or a superseded drop report); "d" removes Seq and counts it
+// as dropped.
+type record struct {
+	Op           string       `json:"op"`
+	Seq          uint64       `json:"seq,omitempty"`
+	Event        *agent.Event `json:"event,omitempty"`
+	Next         uint64       `json:"next,omitempty"`
+	DroppedTotal uint64       `json:"dropped_total,omitempty"`
+}
+
+// OpenOutbox opens (creating it if needed) the outbox in dir/outbox and
+// replays its log. A torn tail is truncated; Truncated reports how many
+// bytes were cut.
+func OpenOutbox(dir string, opts OutboxOptions) (*Outbox, error) {
+	if opts.Max == 0 {
+		opts.Max = DefaultOutboxMax
+	}
+	if opts.Max < 2 {
+		return nil, fmt.Errorf("opening outbox: max %d is below 2", opts.Max)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	o := &Outbox{
+		dir:     filepath.Join(dir, "outbox"),
+		max:     opts.Max,
+		now:     opts.Now,
+		nextSeq: 1,
+		changed: make(chan struct{}, 1),
+	}
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating outbox directory: %w", err)
+	}
+	// A leftover temporary file is a compaction that never got renamed: the
+	// log it would have replaced is still complete.
+	if err := os.Remove(filepath.Join(o.dir, outboxTmp)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing stale outbox compaction: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(o.dir, outboxLog), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening outbox log: %w", err)
+	}
+	if err := o.replay(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	o.f = f
+	if len(o.pending) > 0 {
+		o.changed <- struct{}{}
+	}
+	return o, nil
+}
+
+// replay reads every valid record of f, truncates a torn tail and leaves f
+// positioned at its end.
+func (o *Outbox) replay(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("reading outbox log: %w", err)
+	}
+	r := bufio.NewReader(f)
+	var off int64
+	live := map[uint64]agent.Event{}
+	for {
+		rec, n, err := readRecord(r)
+		if err != nil {
+			break // io.EOF at a record boundary, or a torn/corrupt record
+		}
+		off += int64(n)
+		switch rec.Op {
+		case "h":
+			if rec.Next > o.nextSeq {
+				o.nextSeq = rec.Next
+			}
+			o.dropped = rec.DroppedTotal
+		case "e":
+			if rec.Event == nil {
+				o.dead++
+				continue
+			}
+			live[rec.Seq] = *rec.Event
+			if rec.Seq >= o.nextSeq {
+				o.nextSeq = rec.Seq + 1
+			}
+		case "a", "d":
+			if _, ok := live[rec.Seq]; ok {
+				delete(live, rec.Seq)
+				if rec.Op == "d" {
+					o.dropped++
+				}
+			}
+			o.dead += 2
+		default:
+			o.dead++
+		}
+	}
+	if off < st.Size() {
+		o.truncated = st.Size() - off
+		if err := f.Truncate(off); err != nil {
+			return fmt.Errorf("truncating torn outbox tail: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("syncing outbox log: %w", err)
+		}
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Errorf("seeking outbox log: %w", err)
+	}
+	for seq, e := range live {
+		o.pending = append(o.pending, Item{Seq: seq, Event: e})
+	}
+	sortItems(o.pending)
+	return nil
+}
+
+func sortItems(items []Item) {
+	// Insertion sort: replayed logs are nearly ordered already.
+	for i := 1; i < len(items); i++ {
+		for j := i; j > 0 && items[j].Seq < items[j-1].Seq; j-- {
+			items[j], items[j-1] = items[j-1], items[j]
+		}
+	}
+}
+
+// readRecord reads one record; any error means there is no valid record here.
+func readRecord(r *bufio.Reader) (record, int, error) {
+	var h [recordHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return record{}, 0, err
+	}
+	n := binary.LittleEndian.Uint32(h[0:4])
+	sum := binary.LittleEndian.Uint32(h[4:8])
+	if n == 0 || n > maxRecord {
+		return record{}, 0, fmt.Errorf("outbox record length %d out of range", n)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return record{}, 0, err
+	}
+	if crc32.Checksum(body, castagnoli) != sum {
+		return record{}, 0, errors.New("outbox record checksum mismatch")
+	}
+	var rec record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return record{}, 0, fmt.Errorf("decoding outbox record: %w", err)
+	}
+	return rec, recordHeader + int(n), nil
+}
+
+func encodeRecord(rec record) ([]byte, error) {
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding outbox record: %w", err)
+	}
+	if len(body) > maxRecord {
+		return nil, fmt.Errorf("outbox record of %d bytes is larger than %d", len(body), maxRecord)
+	}
+	buf := make([]byte, recordHeader+len(body))
+	binary.LittleEndian.PutUint32(buf[0:4], uint32(len(body)))
+	binary.LittleEndian.PutUint32(buf[4:8], crc32.Checksum(body, castagnoli))
+	copy(buf[recordHeader:], body)
+	return buf, nil
+}
+
+// Append queues e durably: it returns after the event is written and
+// fsynced. An empty ID is replaced by agent.NewEventID() and a zero Time by
+// the current time. At the bound the oldest events are dropped first (see
+// Outbox). Append does no network I/O.
+func (o *Outbox) Append(e agent.Event) error {
+	if e.ID == "" {
+		e.ID = agent.NewEventID()
+	}
+	if e.Time.IsZero() {
+		e.Time = o.now().UTC()
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return ErrOutboxClosed
+	}
+	var buf []byte
+	drop, report, superseded, err := o.planDrop(1)
+	if err != nil {
+		return err
+	}
+	for _, it := range drop {
+		b, err := encodeRecord(record{Op: "d", Seq: it.Seq})
+		if err != nil {
+			return err
+		}
+		buf = append(buf, b...)
+	}
+	if superseded != nil {
+		b, err := encodeRecord(record{Op: "a", Seq: superseded.Seq})
+		if err != nil {
+			return err
+		}
+		buf = append(buf, b...)
+	}
+	var reportItem Item
+	if report != nil {
+		reportItem = Item{Seq: o.nextSeq, Event: *report}
+		b, err := encodeRecord(record{Op: "e", Seq: reportItem.Seq, Event: report})
+		if err != nil {
+			return err
+		}
+		buf = append(buf, b...)
+	}
+	seq := o.nextSeq
+	if report != nil {
+		seq++
+	}
+	b, err := encodeRecord(record{Op: "e", Seq: seq, Event: &e})
+	if err != nil {
+		return err
+	}
+	buf = append(buf, b...)
+	// One write and one fsync for the event and any drops it caused: either
+	// all of it is durable, or the torn tail is cut at Open.
+	if _, err := o.f.Write(buf); err != nil {
+		return fmt.Errorf("writing outbox log: %w", err)
+	}
+	if err := o.f.Sync(); err != nil {
+		return fmt.Errorf("syncing outbox log: %w", err)
+	}
+	// The log is durable: apply to memory.
+	o.nextSeq = seq + 1
+	o.dropped += uint64(len(drop))
+	o.dead += 2 * len(drop)
+	o.removeItems(drop)
+	if superseded != nil {
+		o.removeItems([]Item{*superseded})
+		o.dead += 2
+	}
+	if report != nil {
+		o.insertItem(reportItem)
+	}
+	o.pending = append(o.pending, Item{Seq: seq, Event: e})
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
+	return o.maybeCompact()
+}
+
+// planDrop decides what to drop so that adding n events keeps the queue at
+// or below its bound. It returns the events to drop, the new drop report
+// (nil when nothing is dropped) and the queued report it supersedes (nil
+// when none was queued).
+func (o *Outbox) planDrop(n int) (drop []Item, report *agent.Event, superseded *Item, err error) {
+	need := len(o.pending) + n - o.max
+	if need <= 0 {
+		return nil, nil, nil, nil
+	}
+	prevCount := uint64(0)
+	first, last := time.Time{}, time.Time{}
+	for i := range o.pending {
+		if o.pending[i].Event.Kind == KindOutboxDropped {
+			it := o.pending[i]
+			superseded = &it
+			prevCount, first, last = dropEvidence(it.Event)
+			break
+		}
+	}
+	if superseded == nil {
+		need++ // the report takes a slot of its own
+	}
+	for _, it := range o.pending {
+		if len(drop) == need {
+			break
+		}
+		if it.Event.Kind == KindOutboxDropped {
+			continue
+		}
+		drop = append(drop, it)
+	}
+	if len(drop) == 0 {
+		return nil, nil, nil, nil
+	}
+	for _, it := range drop {
+		t := it.Event.Time
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if last.IsZero() || t.After(last) {
+			last = t
+		}
+	}
+	count := prevCount + uint64(len(drop))
+	total := o.dropped + uint64(len(drop))
+	report = &agent.Event{
+		ID:     agent.NewEventID(),
+		Time:   o.now().UTC(),
+		Kind:   KindOutboxDropped,
+		Target: "outbox",
+		Result: "dropped",
+		Summary: fmt.Sprintf("outbox full (%d events): dropped the %d oldest undelivered events (%d in total)",
+			o.max, count, total),
+		Evidence: map[string]any{
+			"dropped":          count,
+			"dropped_total":    total,
+			"first_dropped_ts": first.UTC().Format(time.RFC3339Nano),
+			"last_dropped_ts":  last.UTC().Format(time.RFC3339Nano),
+		},
+	}
+	return drop, report, superseded, nil
+}
+
+// dropEvidence reads back the counts of a queued drop report, whether it was
+// built in this process (uint64) or replayed from the log (float64).
+func dropEvidence(e agent.Event) (count uint64, first, last time.Time) {
+	switch v := e.Evidence["dropped"].(type) {
+	case uint64:
+		count = v
+	case float64:
+		count = uint64(v)
+	}
+	if s, ok := e.Evidence["first_dropped_ts"].(string); ok {
+		first, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	if s, ok := e.Evidence["last_dropped_ts"].(string); ok {
+		last, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	return count, first, last
+}
+
+func (o *Outbox) removeItems(items []Item) {
+	if len(items) == 0 {
+		return
+	}
+	gone := make(map[uint64]bool, len(items))
+	for _, it := range items {
+		gone[it.Seq] = true
+	}
+	kept := o.pending[:0]
+	for _, it := range o.pending {
+		if !gone[it.Seq] {
+			kept = append(kept, it)
+		}
+	}
+	clear(o.pending[len(kept):])
+	o.pending = kept
+}
+
+func (o *Outbox) insertItem(it Item) {
+	o.pending = append(o.pending, it)
+	sortItems(o.pending)
+}
+
+// Ack removes the event with seq after the broker acknowledged it. Acking a
+// seq that is no longer queued (dropped, superseded, acked twice) is a no-op.
+// The removal is written but not synced (see Outbox).
+func (o *Outbox) Ack(seq uint64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return ErrOutboxClosed
+	}
+	i := 0
+	for ; i < len(o.pending) && o.pending[i].Seq != seq; i++ {
+	}
+	if i == len(o.pending) {
+		return nil
+	}
+	b, err := encodeRecord(record{Op: "a", Seq: seq})
+	if err != nil {
+		return err
+	}
+	if _, err := o.f.Write(b); err != nil {
+		return fmt.Errorf("writing outbox log: %w", err)
+	}
+	o.pending = append(o.pending[:i], o.pending[i+1:]...)
+	o.dead += 2
+	return o.maybeCompact()
+}
+
+// maybeCompact rewrites the log with only the queued events once most of
+// it describes events that are gone. The new log is written to a temporary
+// file, synced and renamed over the old one, so a crash leaves either log
+// complete.
+func (o *Outbox) maybeCompact() error {
+	if o.dead < compactAfter || o.dead < 2*len(o.pending) {
+		return nil
+	}
+	tmp := filepath.Join(o.dir, outboxTmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	recs := []record{{Op: "h", Next: o.nextSeq, DroppedTotal: o.dropped}}
+	for i := range o.pending {
+		recs = append(recs, record{Op: "e", Seq: o.pending[i].Seq, Event: &o.pending[i].Event})
+	}
+	for _, rec := range recs {
+		b, err := encodeRecord(rec)
+		if err == nil {
+			_, err = w.Write(b)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("compacting outbox: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(o.dir, outboxLog)); err != nil {
+		f.Close()
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
+	if err := syncDir(o.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
+	o.f.Close()
+	o.f = f // positioned at its end
+	o.dead = 0
+	return nil
+}
+
+// syncDir makes a rename or create in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Pending returns up to limit queued events, oldest first (all if limit <= 0).
+func (o *Outbox) Pending(limit int) []Item {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.pending)
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	return append([]Item(nil), o.pending[:n]...)
+}
+
+// Changed is signalled (coalesced, never blocking Append) after an Append,
+// and once at Open when events are queued.
+func (o *Outbox) Changed() <-chan struct{} { return o.changed }
+
+// Depth is the number of queued events.
+func (o *Outbox) Depth() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.pending)
+}
+
+// Dropped is the number of events this outbox ever dropped at its bound,
+// kept across restarts.
+func (o *Outbox) Dropped() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dropped
+}
+
+// Truncated is the number of bytes Open cut from a torn tail of the log.
+func (o *Outbox) Truncated() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.truncated
+}
+
+// Close syncs and closes the log. Later Appends fail with ErrOutboxClosed.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	o.closed = true
+	err := o.f.Sync()
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("closing outbox: %w", err)
+	}
+	return nil
+}

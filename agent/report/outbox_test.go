@@ -1,0 +1,311 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeheal/edgeheal/agent"
+	"github.com/google/go-cmp/cmp"
+)
+
+func event(i int) agent.Event {
+	return agent.Event{
+		ID:      fmt.Sprintf("ev-%03d", i),
+		Time:    time.Date(2026, 11, 29, 12, 0, i, 0, time.UTC),
+		Kind:    "incident",
+		Target:  "wg0",
+		Summary: fmt.Sprintf("event %d", i),
+	}
+}
+
+func ids(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Event.ID)
+	}
+	return out
+}
+
+func mustOpen(t *testing.T, dir string, max int) *Outbox {
+	t.Helper()
+	o, err := OpenOutbox(dir, OutboxOptions{Max: max})
+	if err != nil {
+		t.Fatalf("OpenOutbox: %v", err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+func TestOutboxKeepsUnackedEventsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	o := mustOpen(t, dir, 100)
+	for i := range 5 {
+		if err := o.Append(event(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := o.Pending(0)
+	if err := o.Ack(items[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Ack(items[3].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Ack(items[3].Seq); err != nil { // twice: no-op
+		t.Fatal(err)
+	}
+	o.Close()
+
+	o2 := mustOpen(t, dir, 100)
+	want := []string{"ev-000", "ev-002", "ev-004"}
+	if diff := cmp.Diff(want, ids(o2.Pending(0))); diff != "" {
+		t.Errorf("pending after reopen (-want +got):\n%s", diff)
+	}
+	if err := o2.Append(event(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := o2.Pending(0); got[len(got)-1].Seq <= items[4].Seq {
+		t.Errorf("seq after reopen = %d, want above %d", got[len(got)-1].Seq, items[4].Seq)
+	}
+	select {
+	case <-o2.Changed():
+	default:
+		t.Error("Changed was not signalled after Append")
+	}
+}
+
+func TestOutboxCutsATornTail(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"a half-written record at the end is cut", func(t *testing.T, path string) {
+			b, err := encodeRecord(record{Op: "e", Seq: 99, Event: &agent.Event{ID: "torn"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendBytes(t, path, b[:len(b)/2])
+		}},
+		{"a header without its body is cut", func(t *testing.T, path string) {
+			appendBytes(t, path, []byte{40, 0, 0, 0, 1, 2})
+		}},
+		{"a record with a wrong checksum is cut", func(t *testing.T, path string) {
+			b, err := encodeRecord(record{Op: "e", Seq: 99, Event: &agent.Event{ID: "torn"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)-2] ^= 0xff
+			appendBytes(t, path, b)
+		}},
+		{"zeroes after the last record (a preallocated tail) are cut", func(t *testing.T, path string) {
+			appendBytes(t, path, make([]byte, 64))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := mustOpen(t, dir, 100)
+			for i := range 3 {
+				if err := o.Append(event(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o.Close()
+			tt.damage(t, filepath.Join(dir, "outbox", outboxLog))
+
+			o2 := mustOpen(t, dir, 100)
+			if o2.Truncated() == 0 {
+				t.Error("Truncated() = 0, want the torn bytes counted")
+			}
+			if err := o2.Append(event(3)); err != nil {
+				t.Fatal(err)
+			}
+			o2.Close()
+			o3 := mustOpen(t, dir, 100)
+			want := []string{"ev-000", "ev-001", "ev-002", "ev-003"}
+			if diff := cmp.Diff(want, ids(o3.Pending(0))); diff != "" {
+				t.Errorf("pending (-want +got):\n%s", diff)
+			}
+			if o3.Truncated() != 0 {
+				t.Errorf("Truncated() after a clean reopen = %d, want 0", o3.Truncated())
+			}
+		})
+	}
+}
+
+func appendBytes(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
+	dir := t.TempDir()
+	o := mustOpen(t, dir, 5)
+	for i := range 5 {
+		if err := o.Append(event(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Full. The next append drops two: one for the event, one for the report.
+	if err := o.Append(event(5)); err != nil {
+		t.Fatal(err)
+	}
+	got := o.Pending(0)
+	if diff := cmp.Diff([]string{"ev-002", "ev-003", "ev-004", got[3].Event.ID, "ev-005"}, ids(got)); diff != "" {
+		t.Errorf("pending after the first drop (-want +got):\n%s", diff)
+	}
+	if got[3].Event.Kind != KindOutboxDropped || got[3].Event.Evidence["dropped"] != uint64(2) {
+		t.Errorf("report = %+v, want kind %s with dropped 2", got[3].Event, KindOutboxDropped)
+	}
+	// Another: one more dropped, and the report is superseded, not added.
+	if err := o.Append(event(6)); err != nil {
+		t.Fatal(err)
+	}
+	got = o.Pending(0)
+	if len(got) != 5 {
+		t.Fatalf("depth = %d, want 5", len(got))
+	}
+	var reports []agent.Event
+	for _, it := range got {
+		if it.Event.Kind == KindOutboxDropped {
+			reports = append(reports, it.Event)
+		}
+	}
+	if len(reports) != 1 {
+		t.Fatalf("%d drop reports queued, want 1", len(reports))
+	}
+	wantEv := map[string]any{
+		"dropped":          uint64(3),
+		"dropped_total":    uint64(3),
+		"first_dropped_ts": event(0).Time.Format(time.RFC3339Nano),
+		"last_dropped_ts":  event(2).Time.Format(time.RFC3339Nano),
+	}
+	if diff := cmp.Diff(wantEv, reports[0].Evidence); diff != "" {
+		t.Errorf("report evidence (-want +got):\n%s", diff)
+	}
+	if o.Dropped() != 3 {
+		t.Errorf("Dropped() = %d, want 3", o.Dropped())
+	}
+	o.Close()
+
+	// The count survives a restart, and a replayed report (float64 numbers
+	// from JSON) is still superseded correctly.
+	o2 := mustOpen(t, dir, 5)
+	if o2.Dropped() != 3 || o2.Depth() != 5 {
+		t.Errorf("after reopen Dropped() = %d Depth() = %d, want 3 and 5", o2.Dropped(), o2.Depth())
+	}
+	if err := o2.Append(event(7)); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range o2.Pending(0) {
+		if it.Event.Kind == KindOutboxDropped && it.Event.Evidence["dropped"] != uint64(4) {
+			t.Errorf("report after reopen: dropped = %v, want 4", it.Event.Evidence["dropped"])
+		}
+	}
+}
+
+func TestOutboxCompactionKeepsQueuedEventsAndCounts(t *testing.T) {
+	dir := t.TempDir()
+	o := mustOpen(t, dir, 50)
+	for i := range 2000 {
+		if err := o.Append(event(i % 60)); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 != 0 { // ack two of three
+			it := o.Pending(0)
+			if err := o.Ack(it[len(it)-1].Seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := ids(o.Pending(0))
+	dropped := o.Dropped()
+	st, err := os.Stat(filepath.Join(dir, "outbox", outboxLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 200_000 {
+		t.Errorf("log is %d bytes after 2000 appends: compaction did not run", st.Size())
+	}
+	o.Close()
+	o2 := mustOpen(t, dir, 50)
+	if diff := cmp.Diff(want, ids(o2.Pending(0))); diff != "" {
+		t.Errorf("pending after compaction and reopen (-want +got):\n%s", diff)
+	}
+	if o2.Dropped() != dropped || dropped == 0 {
+		t.Errorf("Dropped() = %d after reopen, want %d (> 0)", o2.Dropped(), dropped)
+	}
+}
+
+func TestOutboxRejectsABoundBelowTwo(t *testing.T) {
+	if _, err := OpenOutbox(t.TempDir(), OutboxOptions{Max: 1}); err == nil {
+		t.Error("OpenOutbox with Max 1 succeeded, want an error")
+	}
+}
+
+func FuzzOutboxReplay(f *testing.F) {
+	good, _ := encodeRecord(record{Op: "e", Seq: 1, Event: &agent.Event{ID: "a"}})
+	ack, _ := encodeRecord(record{Op: "a", Seq: 1})
+	f.Add(good)
+	f.Add(append(append([]byte{}, good...), ack...))
+	f.Add(append(append([]byte{}, good...), good[:5]...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "outbox"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "outbox", outboxLog), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		o, err := OpenOutbox(dir, OutboxOptions{Max: 10})
+		if err != nil {
+			t.Fatalf("OpenOutbox on arbitrary bytes: %v", err)
+		}
+		before := o.Depth()
+		if err := o.Append(agent.Event{ID: "fuzz"}); err != nil {
+			t.Fatal(err)
+		}
+		o.Close()
+		o2, err := OpenOutbox(dir, OutboxOptions{Max: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o2.Close()
+		if o2.Truncated() != 0 {
+			t.Errorf("a log written after Open was torn again: %d bytes", o2.Truncated())
+		}
+		items := o2.Pending(0)
+		if len(items) == 0 || items[len(items)-1].Event.ID != "fuzz" {
+			t.Errorf("the appended event is not the newest queued one: %v (had %d before)", ids(items), before)
+		}
+	})
+}
+
+func BenchmarkOutboxAppend(b *testing.B) {
+	o, err := OpenOutbox(b.TempDir(), OutboxOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	e := event(1)
+	e.Evidence = map[string]any{"peers": 2, "udp_in_csum_errors": 17, "file": "evidence/x.json"}
+	for b.Loop() {
+		e.ID = ""
+		if err := o.Append(e); err != nil {
+			b.Fatal(err)
+		}
+		if it := o.Pending(1); len(it) == 1 {
+			o.Ack(it[0].Seq)
+		}
+	}
+}
