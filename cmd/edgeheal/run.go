@@ -36,14 +36,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log.Info("starting", "version", version, "node", cfg.Node.Name, "site", cfg.Node.Site,
-		"config_revision", cfg.Revision, "files", cfg.Files, "dry_run", cfg.DryRun)
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	log.Info("starting", "version", version, "node", cfg.Node.Name, "site", cfg.Node.Site,
+		"config_revision", cfg.Revision, "files", cfg.Files, "dry_run", cfg.DryRun)
 
 	w, err := wire(cfg, log)
 	if err != nil {
