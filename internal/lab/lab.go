@@ -1,0 +1,499 @@
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// Node is one machine of the lab, each a network namespace.
+type Node string
+
+// The lab's nodes, from the workload to the cloud.
+const (
+	Pod   Node = "pod"   // the workload: reaches the cloud only through the tunnel
+	Edge  Node = "edge"  // the edge host: WireGuard, the agent, the uplink
+	Modem Node = "modem" // the faulty 4G modem: a frame relay
+	Cloud Node = "cloud" // the hub: WireGuard, the MQTT broker, telemetry subscriber
+)
+
+// Nodes lists every node in path order.
+var Nodes = []Node{Pod, Edge, Modem, Cloud}
+
+// BrokerKind selects the cloud's MQTT broker.
+type BrokerKind string
+
+// The brokers the lab can run.
+const (
+	BrokerEmbedded  BrokerKind = "embedded"  // mochi-mqtt in the lab's own process
+	BrokerMosquitto BrokerKind = "mosquitto" // the Debian package's binary, as a child process
+)
+
+// DefaultRunRoot is the parent of every lab's run directory unless
+// Options.RunDir says otherwise.
+const DefaultRunRoot = "/run/edgeheal-lab"
+
+// Fixed ports and addresses. Every address lives only inside the lab's
+// namespaces, so they cannot clash with the machine's own networks.
+const (
+	WireGuardPort = 51820 // the cloud's listen port
+	BrokerPort    = 1883
+	// CloudHost is the DNS name of the cloud's public address, answered by
+	// the edge namespace's hosts file (see HostsFile).
+	CloudHost = "cloud.edgeheal-lab.test"
+	// TelemetryTopic carries the pod's telemetry.
+	TelemetryTopic = "edgeheal-lab/telemetry"
+)
+
+var (
+	podAddr         = netip.MustParsePrefix("10.77.1.2/24")
+	edgePodSideAddr = netip.MustParsePrefix("10.77.1.1/24")
+	edgeTunnelAddr  = netip.MustParsePrefix("10.77.0.2/24")
+	cloudTunnelAddr = netip.MustParsePrefix("10.77.0.1/24")
+	edgeUplinkAddr  = netip.MustParsePrefix("192.0.2.2/24")
+	cloudPublicAddr = netip.MustParsePrefix("192.0.2.1/24")
+)
+
+// Options configure a lab. The zero value is the faithful reproduction:
+// embedded broker, edge uplink TX checksum offload on, no keepalive (as
+// Flannel sets it) and telemetry at 20 msg/s.
+type Options struct {
+	// Prefix names everything the lab creates: namespaces
+	// /var/run/netns/<prefix>-<node>, links <prefix>-up, <prefix>-wg, ...
+	// 2–7 characters of [a-z0-9]; empty means "ehl" and 4 random hex digits.
+	// Start refuses a prefix that is in use.
+	Prefix string
+	// RunDir holds the lab's files (mosquitto config and log, lab.json).
+	// Empty means DefaultRunRoot/<prefix>. Close removes it.
+	RunDir string
+	// Broker is BrokerEmbedded (default) or BrokerMosquitto.
+	Broker BrokerKind
+	// MosquittoPath is the mosquitto binary; empty means "mosquitto" on PATH.
+	MosquittoPath string
+	// OffloadOff turns the edge uplink's TX checksum offload off at start
+	// (the manual fix applied). By default it is left on: the fault.
+	OffloadOff bool
+	// Keepalive is the edge peer's PersistentKeepalive; 0 (off) as Flannel.
+	Keepalive time.Duration
+	// NoTelemetry leaves the pod's publisher and the cloud's subscriber off.
+	NoTelemetry bool
+	// TelemetryRate is messages per second; 0 means 20.
+	TelemetryRate int
+	// LateAfter is how long after sending a telemetry message counts as
+	// delivered; later arrivals count as lost. 0 means 1 s.
+	LateAfter time.Duration
+	// Logger receives the lab's own diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Lab is a running lab. Its methods are safe for concurrent use.
+type Lab struct {
+	opts   Options
+	prefix string
+	runDir string
+	log    *slog.Logger
+
+	ns map[Node]netns.NsHandle
+	wg *wgctrl.Client
+
+	edgeKey, cloudKey wgtypes.Key
+
+	mu          sync.Mutex // guards the fields below
+	edgeWG      *wgDevice
+	cloudWG     *wgDevice
+	relay       *relay
+	broker      broker
+	tel         *telemetry
+	cloudPublic netip.Prefix
+	faultTimer  *time.Timer
+	faultUntil  time.Time
+	closed      bool
+}
+
+var prefixRE = regexp.MustCompile(`^[a-z0-9]{2,7}$`)
+
+// Start builds and starts a lab. On error, everything it made is removed.
+// ctx bounds the start only; the lab runs until Close.
+func Start(ctx context.Context, opts Options) (*Lab, error) {
+	if err := requireRoot(); err != nil {
+		return nil, err
+	}
+	if opts.Prefix == "" {
+		var b [2]byte
+		_, _ = rand.Read(b[:])
+		opts.Prefix = "ehl" + hex.EncodeToString(b[:])
+	}
+	if !prefixRE.MatchString(opts.Prefix) {
+		return nil, fmt.Errorf("prefix %q: want 2-7 characters of [a-z0-9]", opts.Prefix)
+	}
+	switch opts.Broker {
+	case "":
+		opts.Broker = BrokerEmbedded
+	case BrokerEmbedded, BrokerMosquitto:
+	default:
+		return nil, fmt.Errorf("unknown broker %q: want %q or %q", opts.Broker, BrokerEmbedded, BrokerMosquitto)
+	}
+	if opts.TelemetryRate <= 0 {
+		opts.TelemetryRate = 20
+	}
+	if opts.LateAfter <= 0 {
+		opts.LateAfter = time.Second
+	}
+	if opts.RunDir == "" {
+		opts.RunDir = filepath.Join(DefaultRunRoot, opts.Prefix)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if left := Leftovers(opts.Prefix, ""); len(left) > 0 {
+		return nil, fmt.Errorf("prefix %s is in use (%s): %w", opts.Prefix, left[0], os.ErrExist)
+	}
+	if _, err := os.Stat(opts.RunDir); err == nil {
+		return nil, fmt.Errorf("run directory %s: %w", opts.RunDir, os.ErrExist)
+	}
+	l := &Lab{
+		opts:        opts,
+		prefix:      opts.Prefix,
+		runDir:      opts.RunDir,
+		log:         opts.Logger.With("lab", opts.Prefix),
+		ns:          map[Node]netns.NsHandle{},
+		cloudPublic: cloudPublicAddr,
+	}
+	if err := l.start(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("starting lab %s: %w", l.prefix, err), l.Close())
+	}
+	return l, nil
+}
+
+// New starts a lab for a test and closes it in t.Cleanup, also when the
+// test fails. Without root it skips with the command to run.
+func New(t testing.TB, opts Options) *Lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./...` (package of %s)", t.Name())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	begin := time.Now()
+	l, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting lab: %v", err)
+	}
+	t.Logf("lab %s up in %v", l.prefix, time.Since(begin).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("closing lab %s: %v", l.prefix, err)
+		}
+	})
+	return l
+}
+
+func requireRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the lab needs root (network namespaces, TUN, AF_PACKET)")
+	}
+	return nil
+}
+
+// link names; all ≤ 15 characters with a ≤ 7 character prefix.
+func (l *Lab) link(s string) string { return l.prefix + "-" + s }
+
+func (l *Lab) start(ctx context.Context) error {
+	if err := os.MkdirAll(l.runDir, 0o755); err != nil {
+		return fmt.Errorf("creating run directory: %w", err)
+	}
+	for _, n := range Nodes {
+		h, err := createNamedNS(l.NetnsName(n))
+		if err != nil {
+			return err
+		}
+		l.ns[n] = h
+		if err := l.handle(n, func(nh *netlink.Handle) error { return linkUp(nh, "lo") }); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := l.buildLinks(); err != nil {
+		return err
+	}
+	if l.opts.OffloadOff {
+		if err := l.SetUplinkTxChecksum(false); err != nil {
+			return err
+		}
+	}
+	r, err := startRelay(l.ns[Modem], l.link("m0"), l.link("m1"))
+	if err != nil {
+		return err
+	}
+	l.relay = r
+	if err := l.startWireGuard(); err != nil {
+		return err
+	}
+	if err := l.writeHosts(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := l.StartBroker(); err != nil {
+		return err
+	}
+	if !l.opts.NoTelemetry {
+		t, err := startTelemetry(ctx, l, l.opts.TelemetryRate, l.opts.LateAfter)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.tel = t
+		l.mu.Unlock()
+	}
+	b, err := json.MarshalIndent(l.Info(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(l.runDir, "lab.json"), append(b, '\n'), 0o644)
+}
+
+// Close stops telemetry, the broker, the relay and WireGuard, and removes
+// every namespace, link, socket, process and file the lab created. It is
+// safe to call more than once and after a failed Start.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	if l.faultTimer != nil {
+		l.faultTimer.Stop()
+	}
+	tel, br, r, ewg, cwg := l.tel, l.broker, l.relay, l.edgeWG, l.cloudWG
+	l.tel, l.broker, l.relay, l.edgeWG, l.cloudWG = nil, nil, nil, nil, nil
+	l.mu.Unlock()
+
+	var errs []error
+	tel.stop()
+	if br != nil {
+		errs = append(errs, br.stop())
+	}
+	r.close()
+	errs = append(errs, ewg.close(), cwg.close())
+	if l.wg != nil {
+		errs = append(errs, l.wg.Close())
+	}
+	for _, h := range l.ns {
+		h.Close()
+	}
+	errs = append(errs, Sweep(l.prefix, l.runDir))
+	return errors.Join(errs...)
+}
+
+// Prefix is the per-run name prefix of everything the lab created.
+func (l *Lab) Prefix() string { return l.prefix }
+
+// RunDir is the lab's run directory.
+func (l *Lab) RunDir() string { return l.runDir }
+
+// NetnsName is the node's namespace name, as `ip netns` lists it.
+func (l *Lab) NetnsName(n Node) string { return l.prefix + "-" + string(n) }
+
+// NetnsPath is the node's namespace path under /var/run/netns.
+func (l *Lab) NetnsPath(n Node) string { return filepath.Join(netnsDir, l.NetnsName(n)) }
+
+// Do runs fn on a locked OS thread inside the node's namespace. Sockets and
+// handles fn creates stay in that namespace; goroutines it starts do not.
+func (l *Lab) Do(n Node, fn func() error) error {
+	h, ok := l.ns[n]
+	if !ok {
+		return fmt.Errorf("unknown node %q", n)
+	}
+	return doIn(h, fn)
+}
+
+// Command returns a command that runs inside the node's namespace through
+// `ip netns exec`, which also bind-mounts /etc/netns/<ns>/hosts over
+// /etc/hosts (so CloudHost resolves in the edge).
+func (l *Lab) Command(ctx context.Context, n Node, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.NetnsName(n), name}, args...)...)
+}
+
+// Exec runs a command inside the node's namespace and returns its combined
+// output.
+func (l *Lab) Exec(ctx context.Context, n Node, name string, args ...string) ([]byte, error) {
+	out, err := l.Command(ctx, n, name, args...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("running %s in %s: %w: %s", name, n, err, out)
+	}
+	return out, nil
+}
+
+// handle runs fn with a netlink handle inside the node's namespace.
+func (l *Lab) handle(n Node, fn func(*netlink.Handle) error) error {
+	h, err := netlink.NewHandleAt(l.ns[n])
+	if err != nil {
+		return fmt.Errorf("opening netlink in %s: %w", n, err)
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// EdgeUplink is the edge's uplink link name (the modem's veth).
+func (l *Lab) EdgeUplink() string { return l.link("up") }
+
+// EdgeWG is the edge's WireGuard interface name.
+func (l *Lab) EdgeWG() string { return l.link("wg") }
+
+// CloudWG is the cloud's WireGuard interface name.
+func (l *Lab) CloudWG() string { return l.link("cwg") }
+
+// EdgePodLink is the edge's side of the pod veth.
+func (l *Lab) EdgePodLink() string { return l.link("pe") }
+
+// CloudPublicKey is the cloud's WireGuard public key (the edge's peer).
+func (l *Lab) CloudPublicKey() wgtypes.Key { return l.cloudKey.PublicKey() }
+
+// EdgePublicKey is the edge's WireGuard public key (the cloud's peer).
+func (l *Lab) EdgePublicKey() wgtypes.Key { return l.edgeKey.PublicKey() }
+
+// EdgeTunnelAddr is the edge's address on its WireGuard interface.
+func (l *Lab) EdgeTunnelAddr() netip.Addr { return edgeTunnelAddr.Addr() }
+
+// CloudTunnelAddr is the cloud's address on its WireGuard interface; the
+// pod reaches it only through the tunnel.
+func (l *Lab) CloudTunnelAddr() netip.Addr { return cloudTunnelAddr.Addr() }
+
+// PodAddr is the pod's address.
+func (l *Lab) PodAddr() netip.Addr { return podAddr.Addr() }
+
+// EdgeUplinkAddr is the edge's address on its uplink.
+func (l *Lab) EdgeUplinkAddr() netip.Addr { return edgeUplinkAddr.Addr() }
+
+// CloudPublicAddr is the cloud's current public (uplink side) address; the
+// edge host reaches it directly over the uplink. MoveCloudEndpoint changes it.
+func (l *Lab) CloudPublicAddr() netip.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cloudPublic.Addr()
+}
+
+// CloudEndpoint is the cloud's WireGuard endpoint at its current address.
+func (l *Lab) CloudEndpoint() netip.AddrPort {
+	return netip.AddrPortFrom(l.CloudPublicAddr(), WireGuardPort)
+}
+
+// BrokerTunnelAddr is the broker as pods reach it, through the tunnel.
+func (l *Lab) BrokerTunnelAddr() netip.AddrPort {
+	return netip.AddrPortFrom(l.CloudTunnelAddr(), BrokerPort)
+}
+
+// BrokerPublicAddr is the broker as agents reach it, over the uplink. The
+// broker listens on every cloud address, so this follows MoveCloudEndpoint.
+func (l *Lab) BrokerPublicAddr() netip.AddrPort {
+	return netip.AddrPortFrom(l.CloudPublicAddr(), BrokerPort)
+}
+
+// HostsFile is the edge namespace's hosts file, which `ip netns exec`
+// (and Command) mounts over /etc/hosts. It maps CloudHost to the cloud's
+// current public address and is rewritten in place by MoveCloudEndpoint.
+func (l *Lab) HostsFile() string {
+	return filepath.Join(etcNetnsDir, l.NetnsName(Edge), "hosts")
+}
+
+func (l *Lab) writeHosts() error {
+	p := l.HostsFile()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", filepath.Dir(p), err)
+	}
+	content := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost\n%s\t%s\n", l.CloudPublicAddr(), CloudHost)
+	// In place (same inode): a running `ip netns exec` bind mount sees it.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	_, err = f.WriteString(content)
+	return errors.Join(err, f.Close())
+}
+
+// Info is the lab's names and addresses, as written to <RunDir>/lab.json
+// for scripts and separate CLI invocations.
+type Info struct {
+	Prefix          string          `json:"prefix"`
+	RunDir          string          `json:"run_dir"`
+	Broker          BrokerKind      `json:"broker"`
+	Netns           map[Node]string `json:"netns"` // paths
+	EdgeUplink      string          `json:"edge_uplink"`
+	EdgeWG          string          `json:"edge_wg"`
+	CloudWG         string          `json:"cloud_wg"`
+	EdgePublicKey   string          `json:"edge_public_key"`
+	CloudPublicKey  string          `json:"cloud_public_key"`
+	PodAddr         string          `json:"pod_addr"`
+	EdgeTunnelAddr  string          `json:"edge_tunnel_addr"`
+	CloudTunnelAddr string          `json:"cloud_tunnel_addr"`
+	EdgeUplinkAddr  string          `json:"edge_uplink_addr"`
+	CloudPublicAddr string          `json:"cloud_public_addr"`
+	CloudEndpoint   string          `json:"cloud_endpoint"`
+	CloudHost       string          `json:"cloud_host"`
+	HostsFile       string          `json:"hosts_file"`
+	BrokerTunnel    string          `json:"broker_tunnel"`
+	BrokerPublic    string          `json:"broker_public"`
+}
+
+// Info returns the lab's names and addresses.
+func (l *Lab) Info() Info {
+	in := Info{
+		Prefix:          l.prefix,
+		RunDir:          l.runDir,
+		Broker:          l.opts.Broker,
+		Netns:           map[Node]string{},
+		EdgeUplink:      l.EdgeUplink(),
+		EdgeWG:          l.EdgeWG(),
+		CloudWG:         l.CloudWG(),
+		EdgePublicKey:   l.EdgePublicKey().String(),
+		CloudPublicKey:  l.CloudPublicKey().String(),
+		PodAddr:         l.PodAddr().String(),
+		EdgeTunnelAddr:  l.EdgeTunnelAddr().String(),
+		CloudTunnelAddr: l.CloudTunnelAddr().String(),
+		EdgeUplinkAddr:  l.EdgeUplinkAddr().String(),
+		CloudPublicAddr: l.CloudPublicAddr().String(),
+		CloudEndpoint:   l.CloudEndpoint().String(),
+		CloudHost:       CloudHost,
+		HostsFile:       l.HostsFile(),
+		BrokerTunnel:    l.BrokerTunnelAddr().String(),
+		BrokerPublic:    l.BrokerPublicAddr().String(),
+	}
+	for _, n := range Nodes {
+		in.Netns[n] = l.NetnsPath(n)
+	}
+	return in
+}
+
+// dialIn opens a TCP connection from inside the node's namespace.
+func (l *Lab) dialIn(n Node, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	err := l.Do(n, func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", addr, timeout)
+		return err
+	})
+	return c, err
+}

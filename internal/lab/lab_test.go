@@ -1,0 +1,187 @@
+package lab_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/safchain/ethtool"
+)
+
+// waitFor polls cond every 50 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	begin := time.Now()
+	for time.Since(begin) < d {
+		if cond() {
+			return time.Since(begin)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v", what, d)
+	return 0
+}
+
+func handshakeDone(t *testing.T, l *lab.Lab) bool {
+	t.Helper()
+	hs, err := l.EdgeHandshake()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !hs.IsZero()
+}
+
+func csumErrors(t *testing.T, l *lab.Lab) uint64 {
+	t.Helper()
+	n, err := l.CloudUDPInCsumErrors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// uplinkOffloadOff turns the edge uplink's TX checksum offload off the way
+// an operator (or edgeheal) does: ethtool, inside the edge namespace.
+func uplinkOffloadOff(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	err := l.Do(lab.Edge, func() error {
+		e, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		return e.Change(l.EdgeUplink(), map[string]bool{"tx-checksum-ip-generic": false})
+	})
+	if err != nil {
+		t.Fatalf("turning offload off: %v", err)
+	}
+}
+
+func TestLabOffloadOnKeepsTunnelDarkUntilEthtoolTurnsItOff(t *testing.T) {
+	l := lab.New(t, lab.Options{})
+	if on, err := l.UplinkTxChecksumOn(); err != nil || !on {
+		t.Fatalf("uplink TX checksum offload on at start = %v, %v; want true, nil", on, err)
+	}
+
+	time.Sleep(3 * time.Second)
+	if handshakeDone(t, l) {
+		t.Errorf("handshake completed with offload on; want none")
+	}
+	st := l.Stats()
+	if st.Sent == 0 || st.Received != 0 || st.LossPct != 100 {
+		t.Errorf("telemetry with offload on = sent %d received %d loss %.1f%%; want all lost", st.Sent, st.Received, st.LossPct)
+	}
+	errs := csumErrors(t, l)
+	if errs == 0 {
+		t.Errorf("cloud UdpInCsumErrors = 0 with offload on; want > 0")
+	}
+	t.Logf("offload on for 3 s: sent %d, received %d, cloud UdpInCsumErrors %d", st.Sent, st.Received, errs)
+
+	fixed := time.Now()
+	uplinkOffloadOff(t, l)
+	hs := waitFor(t, 15*time.Second, "handshake after offload off", func() bool { return handshakeDone(t, l) })
+	flow := waitFor(t, 15*time.Second, "telemetry after offload off", func() bool { return l.StatsSince(fixed).Received > 0 })
+	t.Logf("after offload off: handshake in %v, telemetry flowing %v later", hs.Round(time.Millisecond), flow.Round(time.Millisecond))
+}
+
+func TestLabReplugBringsOffloadBackAndDarkensTunnel(t *testing.T) {
+	l := lab.New(t, lab.Options{OffloadOff: true})
+	waitFor(t, 10*time.Second, "telemetry with offload off", func() bool { return l.Stats().Received > 20 })
+
+	before := csumErrors(t, l)
+	replugged := time.Now()
+	if err := l.Replug(context.Background()); err != nil {
+		t.Fatalf("replug: %v", err)
+	}
+	if on, err := l.UplinkTxChecksumOn(); err != nil || !on {
+		t.Fatalf("uplink TX checksum offload on after replug = %v, %v; want true, nil", on, err)
+	}
+	time.Sleep(3 * time.Second)
+	st := l.StatsSince(replugged.Add(100 * time.Millisecond))
+	if st.Received != 0 || st.Sent == 0 {
+		t.Errorf("telemetry after replug = sent %d received %d; want all lost", st.Sent, st.Received)
+	}
+	if after := csumErrors(t, l); after <= before {
+		t.Errorf("cloud UdpInCsumErrors %d -> %d after replug; want a rise", before, after)
+	}
+
+	// The relay re-bound: with offload off again, traffic flows.
+	fixed := time.Now()
+	if err := l.SetUplinkTxChecksum(false); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, 20*time.Second, "telemetry after offload off again", func() bool { return l.StatsSince(fixed).Received > 0 })
+	t.Logf("replugged uplink dark for 3 s; telemetry back %v after offload off", d.Round(time.Millisecond))
+}
+
+func TestLabBlackholeOf20sLeavesGapAndRecoversByItself(t *testing.T) {
+	l := lab.New(t, lab.Options{OffloadOff: true})
+	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 20 })
+
+	const block = 20 * time.Second
+	start := time.Now()
+	if err := l.Blackhole(block); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := l.Fault(); f.Kind != lab.FaultBlackhole {
+		t.Fatalf("fault = %v; want blackhole", f)
+	}
+	end := start.Add(block)
+	time.Sleep(block)
+	waitFor(t, 15*time.Second, "telemetry after the blackhole", func() bool {
+		st := l.StatsSince(start)
+		return len(st.Outages) > 0 && !st.Outages[0].End.IsZero()
+	})
+	if f, _ := l.Fault(); f.Kind != lab.FaultPass {
+		t.Errorf("fault after %v = %v; want pass", block, f)
+	}
+	st := l.StatsSince(start)
+	o := st.Outages[0]
+	gap := o.Duration()
+	if gap < block-time.Second || gap > block+15*time.Second {
+		t.Errorf("telemetry gap = %v; want about %v", gap, block)
+	}
+	t.Logf("blackhole %v: gap %v (%d messages lost), recovered %v after the path returned",
+		block, gap.Round(time.Millisecond), o.Lost, o.End.Sub(end).Round(time.Millisecond))
+}
+
+func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./internal/lab/`")
+	}
+	for _, broker := range []lab.BrokerKind{lab.BrokerEmbedded, lab.BrokerMosquitto} {
+		t.Run("with the "+string(broker)+" broker", func(t *testing.T) {
+			begin := time.Now()
+			l, err := lab.Start(context.Background(), lab.Options{Broker: broker, OffloadOff: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			up := time.Since(begin)
+			t.Cleanup(func() { l.Close() }) // also when a check below fails
+			prefix, runDir := l.Prefix(), l.RunDir()
+			if left := lab.Leftovers(prefix, runDir); len(left) < 4 {
+				t.Errorf("a running lab shows %v; want its namespaces, sockets and run dir", left)
+			}
+			flow := waitFor(t, 15*time.Second, "telemetry", func() bool { return l.Stats().Received > 0 })
+			if err := l.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			t.Logf("lab up in %v, telemetry flowing %v later", up.Round(time.Millisecond), flow.Round(time.Millisecond))
+			if left := lab.Leftovers(prefix, runDir); len(left) > 0 {
+				t.Errorf("left behind after Close: %v", left)
+			}
+		})
+	}
+	t.Run("after a failed start", func(t *testing.T) {
+		l, err := lab.Start(context.Background(), lab.Options{Broker: lab.BrokerMosquitto, MosquittoPath: "/nonexistent/mosquitto", Prefix: "ehlfail"})
+		if err == nil {
+			l.Close()
+			t.Fatal("start with a missing mosquitto succeeded; want an error")
+		}
+		if left := lab.Leftovers("ehlfail", "/run/edgeheal-lab/ehlfail"); len(left) > 0 {
+			t.Errorf("left behind after a failed start: %v", left)
+		}
+	})
+}

@@ -1,0 +1,113 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/vishvananda/netns"
+)
+
+// netnsDir is where named namespaces are bind-mounted, as iproute2 does, so
+// that `ip netns exec NAME` and separate processes find them.
+const netnsDir = "/var/run/netns"
+
+// etcNetnsDir holds per-namespace files that `ip netns exec` bind-mounts over
+// /etc (hosts, resolv.conf).
+const etcNetnsDir = "/etc/netns"
+
+// createNamedNS creates a new network namespace bind-mounted at
+// /var/run/netns/name and returns an open handle to it. The calling thread
+// is back in its own namespace when it returns; if it could not get back,
+// the thread stays locked so that the runtime discards it.
+func createNamedNS(name string) (netns.NsHandle, error) {
+	if _, err := os.Stat(filepath.Join(netnsDir, name)); err == nil {
+		return netns.None(), fmt.Errorf("creating namespace %s: %w", name, os.ErrExist)
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return netns.None(), fmt.Errorf("reading own namespace: %w", err)
+	}
+	defer orig.Close()
+	ns, err := netns.NewNamed(name)
+	if serr := netns.Set(orig); serr != nil {
+		// Never unlock a thread left in a foreign namespace.
+		if ns.IsOpen() {
+			ns.Close()
+		}
+		return netns.None(), fmt.Errorf("returning to own namespace: %w", serr)
+	}
+	runtime.UnlockOSThread()
+	if err != nil {
+		// NewNamed may have created the file before failing.
+		_ = removeNamedNS(name)
+		return netns.None(), fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return ns, nil
+}
+
+// removeNamedNS unmounts and removes /var/run/netns/name. A missing
+// namespace is not an error.
+func removeNamedNS(name string) error {
+	p := filepath.Join(netnsDir, name)
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	err := netns.DeleteNamed(name)
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	// Not mounted (a half-made namespace): just remove the file.
+	if rerr := os.Remove(p); rerr == nil || errors.Is(rerr, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("removing namespace %s: %w", name, err)
+}
+
+// doIn runs fn on a locked OS thread switched into ns, then switches back.
+// fn must not start goroutines that expect to inherit the namespace: only
+// what fn does on this thread (and sockets or handles it creates) happens
+// inside ns.
+func doIn(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	// A fresh goroutine: if switching back fails, it exits while locked and
+	// the runtime destroys the thread instead of reusing it.
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("reading own namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("entering namespace: %w", err)
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("returning to own namespace: %w", err))
+			return // still locked: the thread dies with the goroutine
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// writeSysctl writes value to /proc/sys/<key> (key with slashes) inside ns.
+func writeSysctl(ns netns.NsHandle, key, value string) error {
+	return doIn(ns, func() error {
+		p := filepath.Join("/proc/sys", key)
+		if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+		return nil
+	})
+}
