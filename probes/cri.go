@@ -1,0 +1,429 @@
+package probes
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Sandbox is a ready pod sandbox as CRI lists it.
+type Sandbox struct {
+	ID        string
+	Name      string // the pod's name
+	Namespace string // the pod's Kubernetes namespace
+	Labels    map[string]string
+	CreatedAt time.Time
+}
+
+// SandboxInfo is what a sandbox's verbose status says about its network.
+type SandboxInfo struct {
+	NetnsPath   string   // runtimeSpec.linux.namespaces[type=network].path
+	PID         int      // the sandbox (pause) process
+	DNSServers  []string // config.dns_config.servers
+	NetnsClosed bool     // containerd: netNamespaceClosed
+}
+
+// CRI is the part of the CRI runtime service that pod resolution uses.
+// CRIClient is the real one; tests use a fake.
+type CRI interface {
+	// ReadySandboxes lists the sandboxes in state READY that carry all of
+	// labels (none: every ready sandbox).
+	ReadySandboxes(ctx context.Context, labels map[string]string) ([]Sandbox, error)
+	// SandboxInfo reads the verbose status of one sandbox.
+	SandboxInfo(ctx context.Context, id string) (SandboxInfo, error)
+}
+
+// PodSelector picks a pod: its Kubernetes namespace plus its name or
+// labels (or both).
+type PodSelector struct {
+	Namespace string
+	Name      string
+	Labels    map[string]string
+}
+
+func (s PodSelector) String() string {
+	var b strings.Builder
+	b.WriteString(s.Namespace)
+	b.WriteString("/")
+	if s.Name != "" {
+		b.WriteString(s.Name)
+	}
+	if len(s.Labels) > 0 {
+		keys := make([]string, 0, len(s.Labels))
+		for k := range s.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString("{")
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(k + "=" + s.Labels[k])
+		}
+		b.WriteString("}")
+	}
+	return b.String()
+}
+
+// Where says how to find a workload's network namespace. Exactly one way
+// is used, in this order: Pod through CRI (when Pod.Name or Pod.Labels is
+// set), an explicit Netns path, or a PID.
+type Where struct {
+	Pod       PodSelector
+	CRISocket string
+	Netns     string
+	PID       int
+}
+
+// Target is a resolved network namespace and where it came from.
+type Target struct {
+	Netns     Netns  `json:"-"`
+	Path      string `json:"netns"`
+	Source    string `json:"source"` // "cri", "netns", "pid"
+	Pod       string `json:"pod,omitempty"`
+	SandboxID string `json:"sandbox_id,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	// ID identifies the namespace itself (device:inode of its file). A
+	// recreated pod gets a new one, so a change of ID means re-baseline.
+	ID string `json:"netns_id"`
+}
+
+// Fields returns t as a flat map for agent.Check.
+func (t Target) Fields() map[string]any {
+	m := map[string]any{"netns_source": t.Source, "netns": t.Path, "netns_id": t.ID}
+	if t.Pod != "" {
+		m["pod"] = t.Pod
+	}
+	if t.SandboxID != "" {
+		m["sandbox_id"] = t.SandboxID
+	}
+	if t.PID != 0 {
+		m["pid"] = t.PID
+	}
+	return m
+}
+
+// Sources of a Target.
+const (
+	SourceCRI   = "cri"
+	SourceNetns = "netns"
+	SourcePID   = "pid"
+)
+
+// ResolvePod finds the pod's network namespace through CRI. The pod is
+// the newest READY sandbox in sel.Namespace with sel.Name (if set) and all
+// of sel.Labels (during a rollout two may be ready: the newer one is the
+// one that stays). The namespace path comes from the verbose status; if the
+// runtime does not give one, from /proc/<pid>/ns/net of the sandbox.
+//
+// No matching sandbox is ErrNoPod (wrapped): an observation, not a failure.
+// A CRI that cannot be reached is an ordinary error.
+func ResolvePod(ctx context.Context, cri CRI, sel PodSelector) (Target, error) {
+	if sel.Name == "" && len(sel.Labels) == 0 {
+		return Target{}, errors.New("pod selector needs a name or labels")
+	}
+	boxes, err := cri.ReadySandboxes(ctx, sel.Labels)
+	if err != nil {
+		return Target{}, fmt.Errorf("listing ready pod sandboxes: %w", err)
+	}
+	var match []Sandbox
+	for _, b := range boxes {
+		if sel.Namespace != "" && b.Namespace != sel.Namespace {
+			continue
+		}
+		if sel.Name != "" && b.Name != sel.Name {
+			continue
+		}
+		if !hasLabels(b.Labels, sel.Labels) {
+			continue
+		}
+		match = append(match, b)
+	}
+	sort.SliceStable(match, func(i, j int) bool { return match[i].CreatedAt.After(match[j].CreatedAt) })
+	for _, b := range match {
+		info, err := cri.SandboxInfo(ctx, b.ID)
+		if err != nil {
+			return Target{}, fmt.Errorf("reading status of sandbox %s: %w", short(b.ID), err)
+		}
+		if info.NetnsClosed {
+			continue // being torn down
+		}
+		t := Target{Source: SourceCRI, Pod: b.Namespace + "/" + b.Name, SandboxID: b.ID, PID: info.PID}
+		switch {
+		case info.NetnsPath != "":
+			t.Path = info.NetnsPath
+		case info.PID > 0:
+			t.Path = fmt.Sprintf("/proc/%d/ns/net", info.PID)
+		default:
+			return Target{}, fmt.Errorf("sandbox %s of pod %s: no network namespace path and no pid in its status", short(b.ID), t.Pod)
+		}
+		t.Netns = Netns{Path: t.Path, DNSServers: info.DNSServers}
+		if t.ID, err = namespaceID(t.Path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // gone between list and stat
+			}
+			return Target{}, err
+		}
+		return t, nil
+	}
+	return Target{}, fmt.Errorf("pod %s: %w", sel, ErrNoPod)
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// ResolvePath uses an explicit namespace file.
+func ResolvePath(path string) (Target, error) {
+	id, err := namespaceID(path)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Netns: Netns{Path: path}, Path: path, Source: SourceNetns, ID: id}, nil
+}
+
+// ResolvePID uses the network namespace of a process, and the name servers
+// of its /etc/resolv.conf when it can be read.
+func ResolvePID(pid int) (Target, error) {
+	path := fmt.Sprintf("/proc/%d/ns/net", pid)
+	id, err := namespaceID(path)
+	if err != nil {
+		return Target{}, err
+	}
+	servers, _ := resolvConfServers(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	return Target{Netns: Netns{Path: path, DNSServers: servers}, Path: path, Source: SourcePID, PID: pid, ID: id}, nil
+}
+
+// namespaceID returns "dev:inode" of a namespace file.
+func namespaceID(path string) (string, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return "", &NamespaceError{Op: "opening", Path: path, Err: &os.PathError{Op: "stat", Path: path, Err: err}}
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+}
+
+func resolvConfServers(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var servers []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			servers = append(servers, fields[1])
+		}
+	}
+	return servers, sc.Err()
+}
+
+// Locator resolves a Where, keeping one CRI connection per socket. Its
+// zero value is ready to use; Close releases the connections.
+type Locator struct {
+	// Dial opens a CRI client for a socket path; nil means DialCRI.
+	Dial func(socket string) (CRI, error)
+
+	mu   sync.Mutex
+	cris map[string]CRI
+}
+
+// Locate resolves w. See ResolvePod for CRI; an explicit netns or pid that
+// does not exist is an error matching os.ErrNotExist.
+func (l *Locator) Locate(ctx context.Context, w Where) (Target, error) {
+	switch {
+	case w.Pod.Name != "" || len(w.Pod.Labels) > 0:
+		if w.CRISocket == "" {
+			return Target{}, errors.New("pod selector without a cri socket")
+		}
+		cri, err := l.cri(w.CRISocket)
+		if err != nil {
+			return Target{}, err
+		}
+		return ResolvePod(ctx, cri, w.Pod)
+	case w.Netns != "":
+		return ResolvePath(w.Netns)
+	case w.PID > 0:
+		return ResolvePID(w.PID)
+	}
+	return Target{}, errors.New("no pod selector, netns path or pid")
+}
+
+func (l *Locator) cri(socket string) (CRI, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.cris[socket]; ok {
+		return c, nil
+	}
+	dial := l.Dial
+	if dial == nil {
+		dial = func(s string) (CRI, error) { return DialCRI(s) }
+	}
+	c, err := dial(socket)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to cri at %s: %w", socket, err)
+	}
+	if l.cris == nil {
+		l.cris = map[string]CRI{}
+	}
+	l.cris[socket] = c
+	return c, nil
+}
+
+// Close closes every CRI connection the Locator opened.
+func (l *Locator) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for s, c := range l.cris {
+		if cl, ok := c.(interface{ Close() error }); ok {
+			errs = append(errs, cl.Close())
+		}
+		delete(l.cris, s)
+	}
+	return errors.Join(errs...)
+}
+
+// CRIClient is a CRI runtime service client over a unix socket.
+type CRIClient struct {
+	conn *grpc.ClientConn
+	rt   runtimeapi.RuntimeServiceClient
+}
+
+var _ CRI = (*CRIClient)(nil)
+
+// DialCRI makes a client for the CRI socket (K3s:
+// /run/k3s/containerd/containerd.sock). It does not connect yet: each call
+// does, with a short reconnect backoff, so a restarting containerd is
+// picked up within a second.
+func DialCRI(socket string) (*CRIClient, error) {
+	conn, err := grpc.NewClient("unix://"+socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return &CRIClient{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *CRIClient) Close() error { return c.conn.Close() }
+
+// Runtime returns the raw runtime service client (tests create sandboxes
+// with it).
+func (c *CRIClient) Runtime() runtimeapi.RuntimeServiceClient { return c.rt }
+
+// ReadySandboxes implements CRI.
+func (c *CRIClient) ReadySandboxes(ctx context.Context, labels map[string]string) ([]Sandbox, error) {
+	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		LabelSelector: labels,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	var out []Sandbox
+	for _, p := range resp.Items {
+		if p.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		s := Sandbox{ID: p.Id, Labels: p.Labels, CreatedAt: time.Unix(0, p.CreatedAt)}
+		if m := p.Metadata; m != nil {
+			s.Name, s.Namespace = m.Name, m.Namespace
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SandboxInfo implements CRI.
+func (c *CRIClient) SandboxInfo(ctx context.Context, id string) (SandboxInfo, error) {
+	resp, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		return SandboxInfo{}, err
+	}
+	return ParseSandboxInfo(resp.Info)
+}
+
+// ParseSandboxInfo reads the verbose status map of a sandbox as
+// containerd's CRI plugin writes it (1.6 and 1.7, 2026-05): a JSON document
+// under "info" with pid, netNamespaceClosed, config.dns_config and
+// runtimeSpec.linux.namespaces. Other runtimes may leave fields empty.
+func ParseSandboxInfo(info map[string]string) (SandboxInfo, error) {
+	raw, ok := info["info"]
+	if !ok {
+		return SandboxInfo{}, errors.New("verbose sandbox status has no info")
+	}
+	var doc struct {
+		PID         int  `json:"pid"`
+		NetnsClosed bool `json:"netNamespaceClosed"`
+		Config      struct {
+			DNSConfig struct {
+				Servers []string `json:"servers"`
+			} `json:"dns_config"`
+		} `json:"config"`
+		RuntimeSpec struct {
+			Linux struct {
+				Namespaces []struct {
+					Type string `json:"type"`
+					Path string `json:"path"`
+				} `json:"namespaces"`
+			} `json:"linux"`
+		} `json:"runtimeSpec"`
+	}
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		return SandboxInfo{}, fmt.Errorf("parsing verbose sandbox info: %w", err)
+	}
+	si := SandboxInfo{PID: doc.PID, NetnsClosed: doc.NetnsClosed, DNSServers: doc.Config.DNSConfig.Servers}
+	for _, ns := range doc.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" {
+			si.NetnsPath = ns.Path
+		}
+	}
+	return si, nil
+}
+
+// String describes w for messages.
+func (w Where) String() string {
+	switch {
+	case w.Pod.Name != "" || len(w.Pod.Labels) > 0:
+		return "pod " + w.Pod.String()
+	case w.Netns != "":
+		return "netns " + w.Netns
+	case w.PID > 0:
+		return "pid " + strconv.Itoa(w.PID)
+	}
+	return "nowhere"
+}
