@@ -48,6 +48,21 @@ var ErrUnknownFeature = errors.New("unknown feature")
 // feature change but reading the features back shows it did not take effect.
 var ErrNotApplied = errors.New("change accepted but not applied")
 
+// NotAppliedError is the error for features the kernel accepted a change of
+// but that read back unchanged. It matches ErrNotApplied.
+type NotAppliedError struct {
+	Link     string
+	Features []string // kernel names, sorted
+	states   []string
+}
+
+func (e *NotAppliedError) Error() string {
+	return fmt.Sprintf("changing features of %s: %v: %s", e.Link, ErrNotApplied, strings.Join(e.states, ", "))
+}
+
+// Is makes the error match ErrNotApplied.
+func (e *NotAppliedError) Is(target error) bool { return target == ErrNotApplied }
+
 // ErrConflict is matched by the error for configured features that ask for
 // the same kernel feature to be both on and off, or for a TX checksum
 // feature to be on while TX checksum is guarded off.
@@ -250,19 +265,19 @@ func ensure(ctx context.Context, nic NIC, link string, txOff bool, extra map[str
 		r.Changed = true // the change was accepted; whether it applied is unknown
 		return r, errors.Join(fmt.Errorf("reading back features of %s: %w", link, err), configErr)
 	}
-	var applied, stuck []string
+	var applied, stuck, stuckStates []string
 	for _, n := range sortedKeys(change) {
 		if after[n].Active == change[n] {
 			applied = append(applied, fmt.Sprintf("%s: %s -> %s", n, onOff(!change[n]), onOff(change[n])))
 			continue
 		}
-		stuck = append(stuck, fmt.Sprintf("%s still %s", n, onOff(after[n].Active)))
+		stuck = append(stuck, n)
+		stuckStates = append(stuckStates, fmt.Sprintf("%s still %s", n, onOff(after[n].Active)))
 	}
 	r.Changes = applied
 	r.Changed = len(applied) > 0
 	if len(stuck) > 0 {
-		err := fmt.Errorf("changing features of %s: %w: %s", link, ErrNotApplied, strings.Join(stuck, ", "))
-		return r, errors.Join(err, configErr)
+		return r, errors.Join(&NotAppliedError{Link: link, Features: stuck, states: stuckStates}, configErr)
 	}
 	return r, configErr
 }

@@ -1,0 +1,191 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// labNamespace creates an anonymous network namespace and a netlink handle
+// in it, both closed in t.Cleanup (the namespace goes with its last handle).
+func labNamespace(t *testing.T) (netns.NsHandle, *netlink.Handle) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: sudo env PATH=$PATH go test -count=1 ./probes -run TestLab")
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	ns, err := netns.New()
+	if serr := netns.Set(orig); serr != nil {
+		t.Fatalf("returning to the original namespace: %v", serr) // the thread stays locked: discarded
+	}
+	orig.Close()
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Close()
+		ns.Close()
+	})
+	return ns, h
+}
+
+func addVeth(t *testing.T, h *netlink.Handle, name, peer string) netlink.Link {
+	t.Helper()
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: peer}); err != nil {
+		t.Fatalf("adding veth %s: %v", name, err)
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// next waits (bounded) for an event that ok accepts.
+func next(t *testing.T, ch <-chan LinkEvent, ok func(LinkEvent) bool) LinkEvent {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, open := <-ch:
+			if !open {
+				t.Fatal("subscription channel closed")
+			}
+			if ev.Err != nil {
+				t.Fatalf("subscription error: %v", ev.Err)
+			}
+			if ok(ev) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no matching event within 5s")
+		}
+	}
+}
+
+func TestLabNetlinkListsLinksAndDefaultRoutesAndSubscribes(t *testing.T) {
+	ns, h := labNamespace(t)
+	nl, err := NewNetlinkAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events, err := nl.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	up := addVeth(t, h, "up0", "up0p")
+	ev := next(t, events, func(ev LinkEvent) bool { return ev.Link.Name == "up0" && !ev.Deleted })
+	if ev.Link.Index != up.Attrs().Index {
+		t.Errorf("event index %d, want %d", ev.Link.Index, up.Attrs().Index)
+	}
+
+	if err := h.LinkSetUp(up); err != nil {
+		t.Fatal(err)
+	}
+	next(t, events, func(ev LinkEvent) bool { return ev.Link.Name == "up0" && ev.Link.Up })
+	if err := h.AddrAdd(up, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(10, 9, 0, 1), Mask: net.CIDRMask(24, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	peer, _ := h.LinkByName("up0p")
+	if err := h.LinkSetUp(peer); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: up.Attrs().Index, Gw: net.IPv4(10, 9, 0, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	next(t, events, func(ev LinkEvent) bool { return ev.DefaultRoute })
+
+	links, err := nl.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(links, func(l Link) bool { return l.Name == "up0" && l.Up }) {
+		t.Errorf("Links() = %+v, want up0 up", links)
+	}
+	dr, err := nl.DefaultRouteLinks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dr, []int{up.Attrs().Index}) {
+		t.Errorf("DefaultRouteLinks() = %v, want [%d]", dr, up.Attrs().Index)
+	}
+	sel, err := SelectUplinks(nl, []string{DefaultRoute})
+	if err != nil || len(sel) != 1 || sel[0].Name != "up0" {
+		t.Errorf("SelectUplinks(default-route) = %+v, %v; want up0", sel, err)
+	}
+
+	if err := h.LinkDel(up); err != nil {
+		t.Fatal(err)
+	}
+	next(t, events, func(ev LinkEvent) bool { return ev.Link.Name == "up0" && ev.Deleted })
+
+	// Cancelling ends the subscription: the channel is closed.
+	cancel()
+	deadline := time.After(5 * time.Second)
+	for open := true; open; {
+		select {
+		case _, open = <-events:
+		case <-deadline:
+			t.Fatal("channel not closed 5s after cancel")
+		}
+	}
+}
+
+func TestLabEthtoolFeaturesOfAVeth(t *testing.T) {
+	ns, h := labNamespace(t)
+	addVeth(t, h, "up0", "up0p")
+	e, err := NewEthtoolAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	fs, err := e.Features("up0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fs {
+		if IsTxChecksum(f.Name) {
+			got[f.Name] = f.State()
+		}
+	}
+	// ethtool -k of a fresh veth, kernel 6.18 (2026-11).
+	want := map[string]string{
+		"tx-checksum-ipv4": "off [fixed]", "tx-checksum-ip-generic": "on", "tx-checksum-ipv6": "off [fixed]",
+		"tx-checksum-fcoe-crc": "off [fixed]", "tx-checksum-sctp": "on",
+	}
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("%s = %q, want %q", n, got[n], w)
+		}
+	}
+	if _, err := e.Features("nosuch0"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Features of a missing link: %v, want an error matching os.ErrNotExist", err)
+	}
+}

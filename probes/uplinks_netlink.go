@@ -1,0 +1,218 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Netlink is the LinkWatcher backed by rtnetlink (github.com/vishvananda/netlink),
+// bound to one network namespace. It only reads. It is safe for concurrent use.
+type Netlink struct {
+	h  *netlink.Handle
+	ns netns.NsHandle // owned: a duplicate, closed by Close
+}
+
+var _ LinkWatcher = (*Netlink)(nil)
+
+// NewNetlink returns a Netlink for the calling thread's network namespace
+// (for a process that never leaves it: the process's), fixed at this call.
+func NewNetlink() (*Netlink, error) {
+	ns, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("reading the current network namespace: %w", err)
+	}
+	defer ns.Close()
+	return NewNetlinkAt(ns)
+}
+
+// NewNetlinkAt returns a Netlink for the namespace ns. It keeps its own
+// duplicate of ns, so the caller may close ns.
+func NewNetlinkAt(ns netns.NsHandle) (*Netlink, error) {
+	fd, err := unix.FcntlInt(uintptr(ns), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicating the namespace handle: %w", err)
+	}
+	own := netns.NsHandle(fd)
+	h, err := netlink.NewHandleAt(own)
+	if err != nil {
+		own.Close()
+		return nil, fmt.Errorf("opening netlink in namespace %s: %w", own, err)
+	}
+	return &Netlink{h: h, ns: own}, nil
+}
+
+// Close releases the netlink sockets and the namespace handle. Subscriptions
+// end with their contexts.
+func (n *Netlink) Close() error {
+	n.h.Close()
+	return n.ns.Close()
+}
+
+// dumpAttempts bounds the retries of a dump the kernel marked interrupted
+// (the table changed while it was read: NLM_F_DUMP_INTR).
+const dumpAttempts = 3
+
+// Links implements LinkLister.
+func (n *Netlink) Links() ([]Link, error) {
+	var ls []netlink.Link
+	var err error
+	for range dumpAttempts {
+		if ls, err = n.h.LinkList(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	links := make([]Link, 0, len(ls))
+	for _, l := range ls {
+		links = append(links, toLink(l.Attrs()))
+	}
+	return links, nil
+}
+
+// DefaultRouteLinks implements LinkLister.
+func (n *Netlink) DefaultRouteLinks() ([]int, error) {
+	var idx []int
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		var rs []netlink.Route
+		var err error
+		for range dumpAttempts {
+			if rs, err = n.h.RouteList(nil, fam); !errors.Is(err, netlink.ErrDumpInterrupted) {
+				break
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing routes: %w", err)
+		}
+		for _, r := range rs {
+			if !isDefault(r) {
+				continue
+			}
+			if r.LinkIndex > 0 {
+				idx = append(idx, r.LinkIndex)
+			}
+			for _, nh := range r.MultiPath {
+				if nh != nil && nh.LinkIndex > 0 {
+					idx = append(idx, nh.LinkIndex)
+				}
+			}
+		}
+	}
+	return idx, nil
+}
+
+func isDefault(r netlink.Route) bool {
+	if r.Dst == nil {
+		return true
+	}
+	ones, _ := r.Dst.Mask.Size()
+	return ones == 0
+}
+
+func toLink(a *netlink.LinkAttrs) Link {
+	return Link{Name: a.Name, Index: a.Index, Up: a.Flags&net.FlagUp != 0}
+}
+
+// Subscribe implements LinkWatcher with one RTNLGRP_LINK and one route
+// subscription in the Netlink's namespace.
+func (n *Netlink) Subscribe(ctx context.Context) (<-chan LinkEvent, error) {
+	done := make(chan struct{})
+	// Buffered so that a burst (a modem re-enumerating) does not stall the
+	// kernel socket while the consumer works; the socket buffer is the
+	// real bound, and an overflow breaks the subscription with an Err.
+	lch := make(chan netlink.LinkUpdate, 64)
+	rch := make(chan netlink.RouteUpdate, 64)
+
+	var mu sync.Mutex
+	var lastErr error
+	onErr := func(err error) {
+		mu.Lock()
+		lastErr = err
+		mu.Unlock()
+	}
+	ns := n.ns
+	if err := netlink.LinkSubscribeWithOptions(lch, done, netlink.LinkSubscribeOptions{
+		Namespace: &ns, ErrorCallback: onErr,
+	}); err != nil {
+		close(done)
+		return nil, fmt.Errorf("subscribing to link updates: %w", err)
+	}
+	if err := netlink.RouteSubscribeWithOptions(rch, done, netlink.RouteSubscribeOptions{
+		Namespace: &ns, ErrorCallback: onErr,
+	}); err != nil {
+		close(done)
+		for range lch { // the link subscription's goroutine closes it
+		}
+		return nil, fmt.Errorf("subscribing to route updates: %w", err)
+	}
+
+	out := make(chan LinkEvent, 16)
+	go func() {
+		defer close(out)
+		stopped := false
+		stop := func() {
+			if !stopped {
+				stopped = true
+				close(done) // closes the sockets: both receive goroutines end and close their channels
+			}
+		}
+		send := func(ev LinkEvent) {
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+			}
+		}
+		broken := func(what string) {
+			if stopped || ctx.Err() != nil {
+				return // stopped on purpose, or already reported
+			}
+			mu.Lock()
+			err := lastErr
+			mu.Unlock()
+			if err == nil {
+				err = errors.New("socket closed")
+			}
+			send(LinkEvent{Err: fmt.Errorf("%s subscription ended: %w", what, err)})
+		}
+		defer stop()
+		ctxDone := ctx.Done()
+		for lch != nil || rch != nil {
+			select {
+			case <-ctxDone:
+				ctxDone = nil
+				stop() // then keep draining until both channels close
+			case u, ok := <-lch:
+				if !ok {
+					lch = nil
+					broken("link")
+					stop()
+					continue
+				}
+				if stopped {
+					continue
+				}
+				send(LinkEvent{Link: toLink(u.Attrs()), Deleted: u.Header.Type == unix.RTM_DELLINK})
+			case u, ok := <-rch:
+				if !ok {
+					rch = nil
+					broken("route")
+					stop()
+					continue
+				}
+				if stopped || !isDefault(u.Route) {
+					continue
+				}
+				send(LinkEvent{DefaultRoute: true})
+			}
+		}
+	}()
+	return out, nil
+}
