@@ -1,0 +1,42 @@
+# edgeheal: make build | test | lint | fuzz | demo | bench | package
+# The lab, the demo and the root tests need root (network namespaces).
+GO          ?= go
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -s -w -X main.version=$(VERSION)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 15s
+BIN         := bin
+
+.PHONY: build test test-short lint fuzz bench demo clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-lab ./cmd/edgeheal-lab
+
+# Every test, the root lab tests included (they skip, saying so, without root).
+# -p 1: the lab tests share the machine's two cores and its /var/run/wireguard.
+test:
+	$(GO) test -p 1 -count=1 -timeout 60m ./...
+
+# Unit tests only: no root, no lab.
+test-short:
+	$(GO) test -short -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Each Fuzz target briefly; FUZZTIME=5m for a longer run.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN) dist
