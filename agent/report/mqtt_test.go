@@ -1,0 +1,463 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// helperConfig tells a child process (this test binary re-executed) what
+// to run, so that the tests can kill -9 a real "agent" process.
+type helperConfig struct {
+	MQTT     configs.ReportMQTT
+	Node     string
+	StateDir string
+	Append   []string // event ids appended (and synced) before the publisher starts
+	Max      int
+}
+
+const helperEnv = "EDGEHEAL_REPORT_HELPER"
+
+// TestHelperPublisher is not a test: it is the child process of the tests
+// below. It appends events, prints APPENDED, runs a Publisher and on
+// SIGTERM stops it cleanly.
+func TestHelperPublisher(t *testing.T) {
+	raw := os.Getenv(helperEnv)
+	if raw == "" {
+		return // run directly: nothing to do
+	}
+	var hc helperConfig
+	if err := json.Unmarshal([]byte(raw), &hc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ob, err := OpenOutbox(hc.StateDir, OutboxOptions{Max: hc.Max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range hc.Append {
+		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0", Summary: "queued by the child"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Println("APPENDED")
+	p := newTestPublisher(t, hc.MQTT, hc.Node, hc.StateDir, ob, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	p.SetChecks([]agent.Check{
+		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
+		{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "handshake 200s old"},
+	})
+	p.Start(ctx)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	fmt.Println("STOPPED")
+}
+
+func newTestPublisher(t *testing.T, cfg configs.ReportMQTT, node, stateDir string, ob *Outbox, log *slog.Logger) *Publisher {
+	t.Helper()
+	sess, err := OpenSession(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPublisher(PublisherOptions{
+		Config: cfg, Node: configs.Node{Name: node, Site: "plant-7"}, Version: "test-1.2.3",
+		Outbox: ob, Session: sess, Logger: log,
+		DialTimeout: 3 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
+		AckTimeout: 5 * time.Second, Window: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// child is a running helper process.
+type child struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+}
+
+func startChild(t *testing.T, hc helperConfig) *child {
+	t.Helper()
+	raw, err := json.Marshal(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPublisher$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, lines: make(chan string, 100), done: make(chan struct{})}
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			c.lines <- s.Text()
+		}
+		cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			t.Logf("child stderr:\n%s", stderr.String())
+		}
+	})
+	return c
+}
+
+func (c *child) waitLine(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l := <-c.lines:
+			if strings.TrimSpace(l) == want {
+				return
+			}
+		case <-c.done:
+			t.Fatalf("child exited before printing %s", want)
+		case <-deadline:
+			t.Fatalf("child did not print %s within 20s", want)
+		}
+	}
+}
+
+func (c *child) kill9(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+}
+
+func (c *child) term(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(c.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("child did not exit within 20s of SIGTERM")
+	}
+	if c.cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("child exit code %d after SIGTERM", c.cmd.ProcessState.ExitCode())
+	}
+}
+
+func num(m map[string]any, k string) uint64 {
+	f, _ := m[k].(float64)
+	return uint64(f)
+}
+
+func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-a": "pw-a", "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	stateDir := t.TempDir()
+	hc := helperConfig{MQTT: m.nodeConfig(t, "node-a", "pw-a"), Node: "node-a", StateDir: stateDir}
+	topic := testPrefix + "/node-a/status"
+
+	c1 := startChild(t, hc)
+	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != StateLost })
+	s1 := num(st, "session")
+	if s1 == 0 {
+		t.Fatalf("status has no session: %v", st)
+	}
+	checks, _ := st["checks"].(map[string]any)
+	got := map[string]any{"v": st["v"], "state": st["state"], "node": st["node"], "site": st["site"],
+		"version": st["version"], "total": checks["total"], "healthy": checks["healthy"]}
+	want := map[string]any{"v": 1.0, "state": StateDegraded, "node": "node-a", "site": "plant-7",
+		"version": "test-1.2.3", "total": 2.0, "healthy": 1.0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+
+	// The agent dies without a goodbye: the broker publishes the Will,
+	// retained, with the session of the connection that died.
+	c1.kill9(t)
+	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateLost })
+	if diff := cmp.Diff(map[string]any{"v": 1.0, "state": StateLost, "session": float64(s1)}, will); diff != "" {
+		t.Errorf("will (-want +got):\n%s", diff)
+	}
+	// Retained: a subscriber that comes later sees it too.
+	late := m.watch(t, "pw-w")
+	if got := late.nextStatus(t, topic, func(map[string]any) bool { return true }); got["state"] != StateLost {
+		t.Errorf("retained status for a late subscriber = %v, want the will", got)
+	}
+
+	// Restarted, it comes back with a higher session; a clean stop leaves
+	// `offline` with that session.
+	c2 := startChild(t, hc)
+	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateDegraded })
+	s2 := num(st2, "session")
+	if s2 <= s1 {
+		t.Errorf("session after restart = %d, want above %d", s2, s1)
+	}
+	c2.term(t)
+	off := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != StateDegraded })
+	if off["state"] != StateOffline || num(off, "session") != s2 {
+		t.Errorf("after a clean stop: state %v session %v, want offline and %d", off["state"], off["session"], s2)
+	}
+	// No Will follows a clean disconnect.
+	select {
+	case msg := <-w.status:
+		t.Errorf("unexpected status after a clean stop: %s", msg.Payload())
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// collectEvents reads event messages until every id in want was seen (or
+// 30 s passed) and returns how often each id arrived.
+func (w *watcher) collectEvents(t *testing.T, want []string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	missing := len(want)
+	wanted := map[string]bool{}
+	for _, id := range want {
+		wanted[id] = true
+	}
+	deadline := time.After(30 * time.Second)
+	for missing > 0 {
+		select {
+		case msg := <-w.events:
+			var e EventMessage
+			if err := json.Unmarshal(msg.Payload(), &e); err != nil {
+				t.Fatalf("event payload: %v: %q", err, msg.Payload())
+			}
+			seen[e.ID]++
+			if wanted[e.ID] && seen[e.ID] == 1 {
+				missing--
+			}
+		case <-deadline:
+			t.Fatalf("only %d of %d events arrived within 30s: %v", len(want)-missing, len(want), seen)
+		}
+	}
+	// Let stragglers (duplicates) arrive.
+	for {
+		select {
+		case msg := <-w.events:
+			var e EventMessage
+			json.Unmarshal(msg.Payload(), &e)
+			seen[e.ID]++
+		case <-time.After(300 * time.Millisecond):
+			return seen
+		}
+	}
+}
+
+func eventIDs(prefix string, n int) []string {
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("%s-%03d", prefix, i))
+	}
+	return ids
+}
+
+// syncBuffer is a log sink safe for the publisher's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestOutboxDeliversEveryEventOnceAfterABrokerOutage(t *testing.T) {
+	const password = "s3cret-never-logged"
+	m := newMosquitto(t, map[string]string{"node-b": password, "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	stateDir := t.TempDir()
+	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	var logs syncBuffer
+	p := newTestPublisher(t, m.nodeConfig(t, "node-b", password), "node-b", stateDir, ob,
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p.Start(ctx)
+	defer p.Stop(context.Background())
+	w.nextStatus(t, testPrefix+"/node-b/status", func(m map[string]any) bool { return m["state"] == StateOnline })
+
+	m.Stop()
+	waitFor(t, "the publisher to notice the outage", func() bool { return !p.Connected() })
+	want := eventIDs("outage", 25)
+	for _, id := range want {
+		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ob.Depth() != len(want) {
+		t.Errorf("depth during the outage = %d, want %d", ob.Depth(), len(want))
+	}
+	m.Start()
+	seen := w.collectEvents(t, want)
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("event %s arrived %d times, want once", id, seen[id])
+		}
+	}
+	waitFor(t, "the outbox to empty", func() bool { return ob.Depth() == 0 })
+	if strings.Contains(logs.String(), password) || strings.Contains(fmt.Sprint(p.Info()), password) {
+		t.Error("the MQTT password appears in the logs or the status info")
+	}
+}
+
+func TestOutboxDeliversEventsQueuedBeforeAKill9(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-c": "pw-c", "watcher": "pw-w"})
+	stateDir := t.TempDir()
+	cfg := m.nodeConfig(t, "node-c", "pw-c")
+	want := eventIDs("killed", 30)
+	// The broker is down: the child queues events, tries to connect, and
+	// dies by kill -9 with everything still queued.
+	c := startChild(t, helperConfig{MQTT: cfg, Node: "node-c", StateDir: stateDir, Append: want})
+	c.waitLine(t, "APPENDED")
+	c.kill9(t)
+
+	m.Start()
+	w := m.watch(t, "pw-w")
+	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if ob.Depth() != len(want) {
+		t.Fatalf("depth after kill -9 = %d, want %d", ob.Depth(), len(want))
+	}
+	p := newTestPublisher(t, cfg, "node-c", stateDir, ob, nil)
+	p.Start(context.Background())
+	defer p.Stop(context.Background())
+	seen := w.collectEvents(t, want)
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("event %s arrived %d times, want once", id, seen[id])
+		}
+	}
+	waitFor(t, "the outbox to empty", func() bool { return ob.Depth() == 0 })
+}
+
+func TestOutboxDropReportReachesTheBroker(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-d": "pw-d", "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	stateDir := t.TempDir()
+	ob, err := OpenOutbox(stateDir, OutboxOptions{Max: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	all := eventIDs("bounded", 12)
+	for _, id := range all {
+		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reportID string
+	for _, it := range ob.Pending(0) {
+		if it.Event.Kind == KindOutboxDropped {
+			reportID = it.Event.ID
+		}
+	}
+	if reportID == "" {
+		t.Fatal("no drop report queued")
+	}
+	p := newTestPublisher(t, m.nodeConfig(t, "node-d", "pw-d"), "node-d", stateDir, ob, nil)
+	p.Start(context.Background())
+	defer p.Stop(context.Background())
+
+	kept := all[len(all)-4:]
+	seen := w.collectEvents(t, append([]string{reportID}, kept...))
+	for _, id := range all[:len(all)-4] {
+		if seen[id] != 0 {
+			t.Errorf("dropped event %s was delivered", id)
+		}
+	}
+	if ob.Dropped() != 8 {
+		t.Errorf("Dropped() = %d, want 8", ob.Dropped())
+	}
+}
+
+func TestACLKeepsANodeOutOfAnotherNodesTopics(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-e": "pw-e", "node-f": "pw-f", "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	// node-f's publisher, but publishing under node-e's name.
+	cfg := m.nodeConfig(t, "node-f", "pw-f")
+	ob, err := OpenOutbox(t.TempDir(), OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	sess, _ := OpenSession(t.TempDir())
+	p, err := NewPublisher(PublisherOptions{Config: cfg, Node: configs.Node{Name: "node-e"}, Outbox: ob, Session: sess,
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, DialTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start(context.Background())
+	waitFor(t, "the publisher to connect", p.Connected)
+	p.Stop(context.Background())
+	select {
+	case msg := <-w.status:
+		t.Errorf("a node published on another node's topic: %s %s", msg.Topic(), msg.Payload())
+	case <-time.After(time.Second):
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

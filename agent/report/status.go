@@ -1,0 +1,84 @@
+package report
+
+import (
+	"time"
+
+	"github.com/edgeheal/edgeheal/agent"
+)
+
+// Status states on the MQTT status topic.
+const (
+	StateOnline   = "online"   // connected, every check healthy
+	StateDegraded = "degraded" // connected, at least one check unhealthy
+	StateOffline  = "offline"  // clean shutdown
+	StateLost     = "lost"     // the Last Will: the connection died without a goodbye
+)
+
+// StatusVersion is the "v" of status and event payloads.
+const StatusVersion = 1
+
+// StatusMessage is the retained payload of <prefix>/<node>/status. The Last
+// Will carries only V, State ("lost") and Session.
+//
+// Session increases with every connection attempt of the node (it is
+// persisted in the state directory): a consumer keeps the highest session it
+// has seen per node and ignores a message with a lower one, so a Will that
+// the broker delivers late cannot overwrite a newer status.
+type StatusMessage struct {
+	V              int            `json:"v"`
+	State          string         `json:"state"`
+	Session        uint64         `json:"session"`
+	TS             time.Time      `json:"ts,omitzero"`
+	Node           string         `json:"node,omitempty"`
+	Site           string         `json:"site,omitempty"`
+	Version        string         `json:"version,omitempty"`
+	ConfigRevision string         `json:"config_revision,omitempty"`
+	Checks         *ChecksSummary `json:"checks,omitempty"`
+}
+
+// ChecksSummary summarises every check of the agent.
+type ChecksSummary struct {
+	Total   int            `json:"total"`
+	Healthy int            `json:"healthy"`
+	Items   []CheckSummary `json:"items"`
+}
+
+// CheckSummary is one check in a status message: agent.Check without its
+// free-form fields.
+type CheckSummary struct {
+	Kind       string    `json:"kind"`
+	Target     string    `json:"target"`
+	State      string    `json:"state"`
+	Healthy    bool      `json:"healthy"`
+	Detail     string    `json:"detail,omitempty"`
+	LastAction string    `json:"last_action,omitempty"`
+	Since      time.Time `json:"since,omitzero"`
+}
+
+// Summarize builds the checks summary and the overall state (online when
+// every check is healthy, degraded otherwise).
+func Summarize(checks []agent.Check) (ChecksSummary, string) {
+	s := ChecksSummary{Total: len(checks), Items: make([]CheckSummary, 0, len(checks))}
+	for _, c := range checks {
+		if c.Healthy {
+			s.Healthy++
+		}
+		s.Items = append(s.Items, CheckSummary{
+			Kind: c.Kind, Target: c.Target, State: c.State, Healthy: c.Healthy,
+			Detail: c.Detail, LastAction: c.LastAction, Since: c.Since,
+		})
+	}
+	if s.Healthy < s.Total {
+		return s, StateDegraded
+	}
+	return s, StateOnline
+}
+
+// EventMessage is the payload of <prefix>/<node>/event: the event with the
+// payload version and the node it came from.
+type EventMessage struct {
+	V    int    `json:"v"`
+	Node string `json:"node"`
+	Site string `json:"site,omitempty"`
+	agent.Event
+}
