@@ -1,0 +1,446 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+// TunnelSuspector is told that a workload's path through a tunnel is dark
+// while the host's path is fine. The tunnel monitor implements it and runs
+// its ladder; Suspect must not block.
+type TunnelSuspector interface {
+	Suspect(tunnel, reason string)
+}
+
+// WorkloadProber is the part of probes the workload monitor uses: finding a
+// workload's namespace and probing its broker. ProbesWorkloadProber is the
+// real one; tests use a fake.
+type WorkloadProber interface {
+	Locate(ctx context.Context, w probes.Where) (probes.Target, error)
+	MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error)
+}
+
+// ProbesWorkloadProber is the WorkloadProber made of package probes.
+type ProbesWorkloadProber struct {
+	Locator *probes.Locator
+}
+
+var (
+	_ WorkloadProber  = ProbesWorkloadProber{}
+	_ Component       = (*WorkloadMonitor)(nil)
+	_ TunnelSuspector = (*TunnelMonitor)(nil)
+)
+
+// Locate implements WorkloadProber.
+func (p ProbesWorkloadProber) Locate(ctx context.Context, w probes.Where) (probes.Target, error) {
+	return p.Locator.Locate(ctx, w)
+}
+
+// MQTT implements WorkloadProber.
+func (ProbesWorkloadProber) MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error) {
+	return probes.MQTT(ctx, ns, cfg)
+}
+
+// Workload defaults, used when the config leaves a value zero.
+const (
+	DefaultWorkloadInterval = 10 * time.Second
+	DefaultWorkloadMisses   = 3
+)
+
+// WorkloadMonitor probes each configured workload's broker from inside the
+// pod's network namespace and from the host, diagnoses failures, tells the
+// tunnel monitor about a confirmed overlay failure, and keeps per-workload
+// state for Checks, Ready and events. Run owns the rounds; Checks, Ready
+// and Check are safe to call from any goroutine.
+type WorkloadMonitor struct {
+	prober  WorkloadProber
+	suspect TunnelSuspector // nil: no tunnel action
+	emit    Emit
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu  sync.Mutex
+	wls []*workloadRun
+}
+
+// workloadRun is one workload's config and last round.
+type workloadRun struct {
+	cfg    configs.Workload
+	where  probes.Where
+	pod    probes.MQTTConfig
+	host   *probes.MQTTConfig
+	every  time.Duration
+	misses int
+
+	// Guarded by WorkloadMonitor.mu.
+	st         workloadStatus
+	target     probes.Target
+	located    bool
+	podRes     *probes.Result
+	hostRes    *probes.Result
+	lastAction string
+}
+
+// NewWorkloadMonitor returns a monitor for the workloads. suspect may be
+// nil (no tunnels to heal); emit and log must not be.
+func NewWorkloadMonitor(workloads []configs.Workload, prober WorkloadProber, suspect TunnelSuspector, emit Emit, log *slog.Logger) *WorkloadMonitor {
+	m := &WorkloadMonitor{prober: prober, suspect: suspect, emit: emit, log: log, now: time.Now}
+	for _, w := range workloads {
+		r := &workloadRun{cfg: w, where: WorkloadWhere(w), every: w.Interval.D(), misses: w.Misses}
+		if r.every <= 0 {
+			r.every = DefaultWorkloadInterval
+		}
+		if r.misses <= 0 {
+			r.misses = DefaultWorkloadMisses
+		}
+		r.pod, r.host = WorkloadMQTT(w.MQTT)
+		r.st.State = WorkloadUnknown
+		m.wls = append(m.wls, r)
+	}
+	return m
+}
+
+// WorkloadWhere says how to find w's network namespace.
+func WorkloadWhere(w configs.Workload) probes.Where {
+	return probes.Where{
+		Pod:       probes.PodSelector{Namespace: w.Pod.Namespace, Name: w.Pod.Name, Labels: w.Pod.Labels},
+		CRISocket: w.CRISocket,
+		Netns:     w.Netns,
+		PID:       w.PID,
+	}
+}
+
+// WorkloadMQTT returns the probe of the broker as the pod reaches it and,
+// if host_broker is set, as the host reaches it. Without a TLS server name
+// the host probe verifies the name of the pod's broker address: the
+// certificate is for the broker's name, whichever address reaches it.
+func WorkloadMQTT(b configs.Broker) (pod probes.MQTTConfig, host *probes.MQTTConfig) {
+	pod = probes.MQTTConfig{
+		Broker:       b.Broker,
+		Username:     b.Username,
+		PasswordFile: b.PasswordFile,
+		TLS:          probes.TLSConfig{CA: b.TLS.CA, Cert: b.TLS.Cert, Key: b.TLS.Key, ServerName: b.TLS.ServerName},
+		Timeout:      b.Timeout.D(),
+	}
+	if b.HostBroker == "" {
+		return pod, nil
+	}
+	h := pod
+	h.Broker = b.HostBroker
+	if h.TLS.ServerName == "" {
+		if name := brokerHost(b.Broker); name != "" && net.ParseIP(name) == nil {
+			h.TLS.ServerName = name
+		}
+	}
+	return pod, &h
+}
+
+func brokerHost(broker string) string {
+	if strings.Contains(broker, "://") {
+		u, err := url.Parse(broker)
+		if err != nil {
+			return ""
+		}
+		return u.Hostname()
+	}
+	host, _, err := net.SplitHostPort(broker)
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
+// Run probes every workload at its interval (the first round at once) until
+// ctx is done, then returns nil. Each workload has its own goroutine, which
+// Run waits for.
+func (m *WorkloadMonitor) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, r := range m.wls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.loop(ctx, r)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (m *WorkloadMonitor) loop(ctx context.Context, r *workloadRun) {
+	tick := time.NewTicker(r.every)
+	defer tick.Stop()
+	for {
+		m.round(ctx, r)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// roundResult is what one round observed.
+type roundResult struct {
+	target  probes.Target
+	located bool
+	obs     WorkloadObservation
+	pod     *probes.Result
+	host    *probes.Result
+}
+
+// observe resolves the namespace and probes from the pod and the host.
+// The host probe runs only when the pod probe failed: it is needed only to
+// tell overlay from broker.
+func (m *WorkloadMonitor) observe(ctx context.Context, r *workloadRun, alwaysHost bool) roundResult {
+	var rr roundResult
+	t, err := m.prober.Locate(ctx, r.where)
+	rr.obs.ResolveErr = err
+	if err != nil {
+		return rr
+	}
+	rr.target, rr.located = t, true
+	res, err := m.prober.MQTT(ctx, t.Netns, r.pod)
+	rr.obs.Pod, rr.obs.PodErr = res, err
+	if err == nil {
+		rr.pod = &res
+	}
+	if r.host != nil && (alwaysHost || (err == nil && !res.OK())) {
+		h, err := m.prober.MQTT(ctx, probes.Netns{}, *r.host)
+		rr.obs.HostErr = err
+		if err == nil {
+			rr.host = &h
+			rr.obs.Host = &h
+		}
+	}
+	return rr
+}
+
+// round is one observe → decide → act → report cycle for one workload.
+func (m *WorkloadMonitor) round(ctx context.Context, r *workloadRun) {
+	rr := m.observe(ctx, r, false)
+	if ctx.Err() != nil {
+		return // being stopped: a cancelled probe is no observation
+	}
+	d, detail := DiagnoseWorkload(rr.obs)
+	now := m.now()
+	log := m.log.With("workload", r.cfg.Name)
+
+	m.mu.Lock()
+	prev := r.st
+	prevTarget, wasLocated := r.target, r.located
+	next, act := nextWorkload(prev, d, detail, rr.target.ID, r.misses, now)
+	r.st = next
+	if rr.located {
+		r.target, r.located = rr.target, true
+	} else if d == DiagNoPod {
+		r.located = false
+	}
+	if d != DiagUnknown {
+		r.podRes, r.hostRes = rr.pod, rr.host
+	}
+	sendSuspect := act && m.suspect != nil && r.cfg.Tunnel != ""
+	firstSuspect := sendSuspect && !next.SuspectSent
+	if firstSuspect {
+		r.st.SuspectSent = true
+		r.lastAction = "suspect " + r.cfg.Tunnel
+	}
+	m.mu.Unlock()
+
+	if d == DiagUnknown {
+		log.Warn("workload probe could not be made", "detail", detail)
+	}
+	if rr.located && wasLocated && prevTarget.ID != rr.target.ID {
+		m.event(Event{Time: now, Kind: "workload", Target: r.cfg.Name, Result: "re-resolved",
+			Summary:  fmt.Sprintf("workload %s: network namespace changed (%s), probing the new one", r.cfg.Name, describeTarget(rr.target)),
+			Evidence: mergeFields(rr.target.Fields(), map[string]any{"previous_netns": prevTarget.Path, "previous_sandbox_id": prevTarget.SandboxID})})
+	}
+	if next.State != prev.State {
+		m.stateEvent(r, prev, next, rr, now)
+	}
+	if sendSuspect {
+		reason := fmt.Sprintf("workload %s: %s", r.cfg.Name, detail)
+		m.suspect.Suspect(r.cfg.Tunnel, reason)
+		if firstSuspect {
+			log.Info("tunnel suspected from workload probes", "tunnel", r.cfg.Tunnel, "detail", detail)
+			m.event(Event{Time: now, Kind: "action", Target: r.cfg.Name, Action: "suspect-tunnel", Result: "ok",
+				Summary:  fmt.Sprintf("workload %s: overlay diagnosis confirmed %d rounds in a row, tunnel %s marked suspect", r.cfg.Name, next.Overlay, r.cfg.Tunnel),
+				Evidence: m.evidence(rr, d)})
+		}
+	}
+}
+
+func (m *WorkloadMonitor) stateEvent(r *workloadRun, prev, next workloadStatus, rr roundResult, now time.Time) {
+	ev := Event{Time: now, Target: r.cfg.Name, Evidence: m.evidence(rr, next.Diagnosis)}
+	switch {
+	case next.State == WorkloadDown:
+		ev.Kind = "incident"
+		ev.Summary = fmt.Sprintf("workload %s: broker path down (%s): %s", r.cfg.Name, next.Diagnosis, next.Detail)
+	case prev.State == WorkloadDown && next.State == WorkloadOK:
+		ev.Kind = "recovered"
+		ev.Duration = now.Sub(prev.Since).Seconds()
+		ev.Summary = fmt.Sprintf("workload %s: broker reachable from the pod again after %s", r.cfg.Name, now.Sub(prev.Since).Round(time.Second))
+	case next.State == WorkloadSuspect:
+		return // not confirmed yet: logged in Checks, not an event
+	default:
+		ev.Kind = "workload"
+		ev.Result = next.State
+		ev.Summary = fmt.Sprintf("workload %s: %s → %s: %s", r.cfg.Name, prev.State, next.State, next.Detail)
+	}
+	m.event(ev)
+}
+
+func (m *WorkloadMonitor) evidence(rr roundResult, d WorkloadDiagnosis) map[string]any {
+	ev := map[string]any{"diagnosis": string(d)}
+	if rr.located {
+		ev = mergeFields(ev, rr.target.Fields())
+	}
+	if rr.pod != nil {
+		ev["pod_probe"] = rr.pod.Fields()
+	}
+	if rr.host != nil {
+		ev["host_probe"] = rr.host.Fields()
+	}
+	return ev
+}
+
+func (m *WorkloadMonitor) event(ev Event) {
+	if ev.ID == "" {
+		ev.ID = NewEventID()
+	}
+	m.emit(ev)
+}
+
+func mergeFields(a, b map[string]any) map[string]any {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
+
+func describeTarget(t probes.Target) string {
+	switch t.Source {
+	case probes.SourceCRI:
+		return fmt.Sprintf("pod %s sandbox %.12s via cri: %s", t.Pod, t.SandboxID, t.Path)
+	case probes.SourcePID:
+		return fmt.Sprintf("pid %d: %s", t.PID, t.Path)
+	}
+	return t.Path
+}
+
+// Checks returns one check (kind "workload") per workload as of its last
+// round: its state, where its namespace came from, the pod and host probe
+// results and the diagnosis.
+func (m *WorkloadMonitor) Checks() []Check {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Check, 0, len(m.wls))
+	for _, r := range m.wls {
+		out = append(out, workloadCheck(r.cfg, r.st, r.target, r.located, r.podRes, r.hostRes, r.host != nil, r.lastAction))
+	}
+	return out
+}
+
+func workloadCheck(w configs.Workload, st workloadStatus, t probes.Target, located bool, pod, host *probes.Result, hostConfigured bool, lastAction string) Check {
+	c := Check{Kind: "workload", Target: w.Name, State: st.State, Healthy: st.State == WorkloadOK,
+		Since: st.Since, LastAction: lastAction, Fields: map[string]any{}}
+	if st.Diagnosis != "" {
+		c.Detail = string(st.Diagnosis) + ": " + st.Detail
+		c.Fields["diagnosis"] = string(st.Diagnosis)
+	} else if st.Detail != "" {
+		c.Detail = st.Detail
+	}
+	if located {
+		c.Fields = mergeFields(c.Fields, t.Fields())
+	} else {
+		c.Fields["netns_source"] = WorkloadWhere(w).String()
+	}
+	if pod != nil {
+		c.Fields["pod_probe"] = pod.Fields()
+	}
+	switch {
+	case host != nil:
+		c.Fields["host_probe"] = host.Fields()
+	case !hostConfigured:
+		c.Fields["host_probe"] = "not configured (mqtt.host_broker)"
+	}
+	if st.Bad > 0 {
+		c.Fields["failed_rounds"] = st.Bad
+	}
+	if w.Tunnel != "" {
+		c.Fields["tunnel"] = w.Tunnel
+	}
+	return c
+}
+
+// Ready answers /readyz/workload/<name>: found is false for an unknown
+// workload. A workload is ready when its broker path from the pod is up:
+// state ok, or failing for fewer than misses rounds (a single lost probe
+// does not flip a pod's readiness). Before the first round it is not
+// ready.
+func (m *WorkloadMonitor) Ready(name string) (ready bool, reason string, found bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.wls {
+		if r.cfg.Name != name {
+			continue
+		}
+		switch r.st.State {
+		case WorkloadOK:
+			return true, "ok", true
+		case WorkloadSuspect:
+			return true, fmt.Sprintf("ok (failing %d of %d rounds: %s)", r.st.Bad, r.misses, r.st.Detail), true
+		case WorkloadUnknown:
+			if r.st.Detail != "" {
+				return false, "not observed yet: " + r.st.Detail, true
+			}
+			return false, "not probed yet", true
+		}
+		return false, string(r.st.Diagnosis) + ": " + r.st.Detail, true
+	}
+	return false, "no workload named " + name, false
+}
+
+// Check probes every workload once, from the pod and from the host, and
+// returns a check for each with the diagnosis, for `edgeheal check`. It
+// changes no state, emits no events and suspects no tunnel.
+func (m *WorkloadMonitor) Check(ctx context.Context) []Check {
+	out := make([]Check, len(m.wls))
+	var wg sync.WaitGroup
+	for i, r := range m.wls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rr := m.observe(ctx, r, true)
+			d, detail := DiagnoseWorkload(rr.obs)
+			st := workloadStatus{Diagnosis: d, Detail: detail, State: oneShotState(d)}
+			if d == DiagUnknown {
+				st.Diagnosis = ""
+				st.Detail = string(DiagUnknown) + ": " + detail
+			}
+			out[i] = workloadCheck(r.cfg, st, rr.target, rr.located, rr.pod, rr.host, r.host != nil, "")
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func oneShotState(d WorkloadDiagnosis) string {
+	switch d {
+	case DiagOK:
+		return WorkloadOK
+	case DiagNoPod:
+		return WorkloadNoPod
+	case DiagUnknown:
+		return WorkloadUnknown
+	}
+	return WorkloadDown
+}

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+func res(c probes.Class) probes.Result {
+	return probes.Result{Probe: "mqtt", Class: c, Latency: 2 * time.Millisecond}
+}
+
+func resp(c probes.Class) *probes.Result { r := res(c); return &r }
+
+func TestDiagnoseWorkload(t *testing.T) {
+	tests := []struct {
+		name string
+		obs  WorkloadObservation
+		want WorkloadDiagnosis
+	}{
+		{"pod ok is ok, whatever the host", WorkloadObservation{Pod: res(probes.ClassOK), Host: resp(probes.ClassTimeout)}, DiagOK},
+		{"pod ok without a host probe is ok", WorkloadObservation{Pod: res(probes.ClassOK)}, DiagOK},
+		{"pod times out while the host connects is overlay", WorkloadObservation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassOK)}, DiagOverlay},
+		{"pod has no route while the host connects is overlay", WorkloadObservation{Pod: res(probes.ClassNoRoute), Host: resp(probes.ClassOK)}, DiagOverlay},
+		{"pod dns fails while the host connects is overlay", WorkloadObservation{Pod: res(probes.ClassDNS), Host: resp(probes.ClassOK)}, DiagOverlay},
+		{"both refused is broker", WorkloadObservation{Pod: res(probes.ClassRefused), Host: resp(probes.ClassRefused)}, DiagBroker},
+		{"pod timeout and host tls failure is broker", WorkloadObservation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTLS)}, DiagBroker},
+		{"both time out is uplink", WorkloadObservation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTimeout)}, DiagUplink},
+		{"host has no route is uplink", WorkloadObservation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassNoRoute)}, DiagUplink},
+		{"auth from the pod is auth, not network", WorkloadObservation{Pod: res(probes.ClassAuth), Host: resp(probes.ClassOK)}, DiagAuth},
+		{"a failure without a host probe says it cannot tell", WorkloadObservation{Pod: res(probes.ClassTimeout)}, DiagPodOnly},
+		{"no matching pod is no-pod", WorkloadObservation{ResolveErr: fmt.Errorf("pod x: %w", probes.ErrNoPod)}, DiagNoPod},
+		{"an unreachable cri is unknown", WorkloadObservation{ResolveErr: errors.New("cri: connection refused")}, DiagUnknown},
+		{"a pod probe that could not be made is unknown", WorkloadObservation{PodErr: errors.New("reading password file")}, DiagUnknown},
+		{"a host probe that could not be made is unknown", WorkloadObservation{Pod: res(probes.ClassTimeout), HostErr: errors.New("reading ca")}, DiagUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, detail := DiagnoseWorkload(tt.obs)
+			if got != tt.want {
+				t.Errorf("DiagnoseWorkload = %q (%s), want %q", got, detail, tt.want)
+			}
+			if detail == "" {
+				t.Errorf("no detail")
+			}
+		})
+	}
+}
+
+func TestNextWorkload(t *testing.T) {
+	t0 := time.Unix(1_780_000_000, 0)
+	type step struct {
+		d    WorkloadDiagnosis
+		ns   string
+		want string // state after the step
+		act  bool
+	}
+	tests := []struct {
+		name   string
+		misses int
+		steps  []step
+	}{
+		{"overlay is acted on only after misses rounds in a row", 3, []step{
+			{DiagOK, "a", WorkloadOK, false},
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagOverlay, "a", WorkloadDown, true},
+			{DiagOverlay, "a", WorkloadDown, true},
+			{DiagOK, "a", WorkloadOK, false},
+		}},
+		{"a good round restarts the streak", 2, []step{
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagOK, "a", WorkloadOK, false},
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagOverlay, "a", WorkloadDown, true},
+		}},
+		{"broker and uplink go down but never act", 2, []step{
+			{DiagBroker, "a", WorkloadSuspect, false},
+			{DiagBroker, "a", WorkloadDown, false},
+			{DiagUplink, "a", WorkloadDown, false},
+		}},
+		{"overlay after broker needs its own streak", 2, []step{
+			{DiagBroker, "a", WorkloadSuspect, false},
+			{DiagBroker, "a", WorkloadDown, false},
+			{DiagOverlay, "a", WorkloadDown, false},
+			{DiagOverlay, "a", WorkloadDown, true},
+		}},
+		{"a probe that could not be made changes nothing", 2, []step{
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagUnknown, "", WorkloadSuspect, false},
+			{DiagOverlay, "a", WorkloadDown, true},
+		}},
+		{"no-pod is its own state and not a failure", 2, []step{
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagNoPod, "", WorkloadNoPod, false},
+			{DiagOK, "b", WorkloadOK, false},
+		}},
+		{"a new namespace restarts the streak", 2, []step{
+			{DiagOverlay, "a", WorkloadSuspect, false},
+			{DiagOverlay, "b", WorkloadSuspect, false},
+			{DiagOverlay, "b", WorkloadDown, true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := workloadStatus{State: WorkloadUnknown}
+			var got, want []string
+			for i, st := range tt.steps {
+				var act bool
+				s, act = nextWorkload(s, st.d, "detail", st.ns, tt.misses, t0.Add(time.Duration(i)*time.Second))
+				got = append(got, fmt.Sprintf("%s act=%v", s.State, act))
+				want = append(want, fmt.Sprintf("%s act=%v", st.want, st.act))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("states (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,243 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+// fakeWorkloadProber holds what the "network" answers and logs calls.
+type fakeWorkloadProber struct {
+	mu        sync.Mutex
+	target    probes.Target
+	locateErr error
+	pod, host probes.Class
+	calls     []string
+}
+
+func (f *fakeWorkloadProber) set(fn func(f *fakeWorkloadProber)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeWorkloadProber) Locate(_ context.Context, w probes.Where) (probes.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "locate "+w.String())
+	return f.target, f.locateErr
+}
+
+func (f *fakeWorkloadProber) MQTT(_ context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("mqtt %s from %s", cfg.Broker, ns))
+	c := f.pod
+	if ns.Path == "" {
+		c = f.host
+	}
+	return probes.Result{Probe: "mqtt", Target: cfg.Broker, Class: c, Latency: time.Millisecond}, nil
+}
+
+func (f *fakeWorkloadProber) takeCalls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+// fakeSuspector logs Suspect calls.
+type fakeSuspector struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeSuspector) Suspect(tunnel, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, tunnel)
+}
+
+func (f *fakeSuspector) take() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+// eventLog collects emitted events as "kind/result" lines.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (l *eventLog) emit(ev Event) { l.mu.Lock(); l.evs = append(l.evs, ev); l.mu.Unlock() }
+
+func (l *eventLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, ev := range l.evs {
+		if ev.ID == "" || ev.Target == "" || ev.Summary == "" {
+			out = append(out, "incomplete event: "+fmt.Sprint(ev))
+		}
+		out = append(out, ev.Kind+"/"+ev.Result+ev.Action)
+	}
+	l.evs = nil
+	return out
+}
+
+func testWorkload() configs.Workload {
+	return configs.Workload{
+		Name:      "telemetry",
+		Pod:       configs.Pod{Namespace: "factory", Labels: map[string]string{"app": "telemetry"}},
+		CRISocket: "/run/k3s/containerd/containerd.sock",
+		Tunnel:    "wg0",
+		Interval:  configs.Duration(10 * time.Second),
+		Misses:    2,
+		MQTT:      configs.Broker{Broker: "tcp://10.43.0.20:1883", HostBroker: "tcp://192.0.2.10:1883", Timeout: configs.Duration(time.Second)},
+	}
+}
+
+// TestWorkloadMonitorRun walks one workload through ok, a confirmed overlay
+// failure (tunnel suspected), a broker failure (no tunnel action),
+// recovery, a recreated pod and a pod that is gone, on a fake clock.
+func TestWorkloadMonitorRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns1 := probes.Target{Netns: probes.Netns{Path: "/var/run/netns/cni-1"}, Path: "/var/run/netns/cni-1", Source: probes.SourceCRI, Pod: "factory/telemetry-a", SandboxID: "sb1", ID: "4:1"}
+		ns2 := probes.Target{Netns: probes.Netns{Path: "/var/run/netns/cni-2"}, Path: "/var/run/netns/cni-2", Source: probes.SourceCRI, Pod: "factory/telemetry-b", SandboxID: "sb2", ID: "4:2"}
+		p := &fakeWorkloadProber{target: ns1, pod: probes.ClassOK, host: probes.ClassOK}
+		sus := &fakeSuspector{}
+		evs := &eventLog{}
+		m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p, sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+		if ready, reason, found := m.Ready("telemetry"); ready || !found {
+			t.Errorf("before the first round: ready %v (%s), found %v; want not ready, found", ready, reason, found)
+		}
+		if _, _, found := m.Ready("other"); found {
+			t.Errorf("an unknown workload was found")
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		next := func() { time.Sleep(10*time.Second + time.Millisecond); synctest.Wait() }
+		synctest.Wait()
+
+		type want struct {
+			state    string
+			ready    bool
+			suspects []string
+			events   []string
+			calls    []string
+		}
+		check := func(step string, w want) {
+			t.Helper()
+			got := want{state: m.Checks()[0].State, suspects: sus.take(), events: evs.take(), calls: p.takeCalls()}
+			got.ready, _, _ = m.Ready("telemetry")
+			if diff := cmp.Diff(w, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", step, diff)
+			}
+		}
+		podCall := "mqtt tcp://10.43.0.20:1883 from /var/run/netns/cni-1"
+		hostCall := "mqtt tcp://192.0.2.10:1883 from host"
+		locate := "locate pod factory/{app=telemetry}"
+		check("first round, all ok", want{state: WorkloadOK, ready: true, events: []string{"workload/ok"}, calls: []string{locate, podCall}})
+
+		p.set(func(f *fakeWorkloadProber) { f.pod = probes.ClassTimeout })
+		next()
+		check("one overlay round", want{state: WorkloadSuspect, ready: true, calls: []string{locate, podCall, hostCall}})
+		next()
+		check("overlay confirmed", want{state: WorkloadDown, ready: false, suspects: []string{"wg0"}, events: []string{"incident/", "action/oksuspect-tunnel"}, calls: []string{locate, podCall, hostCall}})
+		next()
+		check("overlay goes on: the tunnel is told again, no new event", want{state: WorkloadDown, ready: false, suspects: []string{"wg0"}, calls: []string{locate, podCall, hostCall}})
+
+		p.set(func(f *fakeWorkloadProber) { f.host = probes.ClassRefused })
+		next()
+		next()
+		check("broker down: no tunnel action", want{state: WorkloadDown, ready: false, calls: []string{locate, podCall, hostCall, locate, podCall, hostCall}})
+		if c := m.Checks()[0]; c.Fields["diagnosis"] != string(DiagBroker) {
+			t.Errorf("diagnosis %v, want broker; check %+v", c.Fields["diagnosis"], c)
+		}
+
+		p.set(func(f *fakeWorkloadProber) { f.pod, f.host = probes.ClassOK, probes.ClassOK })
+		next()
+		check("recovered", want{state: WorkloadOK, ready: true, events: []string{"recovered/"}, calls: []string{locate, podCall}})
+
+		p.set(func(f *fakeWorkloadProber) { f.target = ns2 })
+		next()
+		check("pod recreated: re-resolved", want{state: WorkloadOK, ready: true, events: []string{"workload/re-resolved"},
+			calls: []string{locate, "mqtt tcp://10.43.0.20:1883 from /var/run/netns/cni-2"}})
+
+		p.set(func(f *fakeWorkloadProber) { f.target, f.locateErr = probes.Target{}, fmt.Errorf("pod x: %w", probes.ErrNoPod) })
+		next()
+		check("pod gone", want{state: WorkloadNoPod, ready: false, events: []string{"workload/no-pod"}, calls: []string{locate}})
+
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v, want nil", err)
+		}
+	})
+}
+
+func TestWorkloadMonitorWithoutHostProbeSaysSo(t *testing.T) {
+	w := testWorkload()
+	w.MQTT.HostBroker = ""
+	p := &fakeWorkloadProber{target: probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"}, pod: probes.ClassTimeout}
+	m := NewWorkloadMonitor([]configs.Workload{w}, p, &fakeSuspector{}, func(Event) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	got := m.Check(context.Background())
+	if len(got) != 1 {
+		t.Fatalf("got %d checks", len(got))
+	}
+	c := got[0]
+	if c.Fields["diagnosis"] != string(DiagPodOnly) || c.Fields["host_probe"] != "not configured (mqtt.host_broker)" {
+		t.Errorf("check %+v: want diagnosis pod-failed and host probe not configured", c)
+	}
+}
+
+func TestWorkloadMonitorCheckIsOneShot(t *testing.T) {
+	p := &fakeWorkloadProber{target: probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"}, pod: probes.ClassTimeout, host: probes.ClassOK}
+	sus := &fakeSuspector{}
+	evs := &eventLog{}
+	m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p, sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	got := m.Check(context.Background())
+	want := []Check{{Kind: "workload", Target: "telemetry", State: WorkloadDown, Fields: map[string]any{
+		"diagnosis": "overlay", "netns_source": "netns", "netns": "/x", "netns_id": "1", "tunnel": "wg0",
+		"pod_probe":  map[string]any{"probe": "mqtt", "target": "tcp://10.43.0.20:1883", "class": "timeout", "latency_seconds": 0.001},
+		"host_probe": map[string]any{"probe": "mqtt", "target": "tcp://192.0.2.10:1883", "class": "ok", "latency_seconds": 0.001},
+	}}}
+	if diff := cmp.Diff(want, got, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Detail" }, cmp.Ignore())); diff != "" {
+		t.Errorf("Check (-want +got):\n%s", diff)
+	}
+	if s := sus.take(); len(s) != 0 {
+		t.Errorf("Check suspected %v", s)
+	}
+	if e := evs.take(); len(e) != 0 {
+		t.Errorf("Check emitted %v", e)
+	}
+	if st := m.Checks()[0].State; st != WorkloadUnknown {
+		t.Errorf("Check changed the state to %s", st)
+	}
+}
+
+func TestWorkloadMQTTHostProbeVerifiesTheBrokerName(t *testing.T) {
+	pod, host := WorkloadMQTT(configs.Broker{Broker: "ssl://broker.cloud.example:8883", HostBroker: "ssl://198.51.100.7:8883", TLS: configs.TLS{CA: "/etc/edgeheal/ca.pem"}})
+	if pod.TLS.ServerName != "" {
+		t.Errorf("pod server name %q, want empty (the URL host is used)", pod.TLS.ServerName)
+	}
+	if host == nil || host.TLS.ServerName != "broker.cloud.example" || host.Broker != "ssl://198.51.100.7:8883" {
+		t.Errorf("host probe %+v: want broker 198.51.100.7 verified as broker.cloud.example", host)
+	}
+}
