@@ -181,7 +181,9 @@ func TestWorkloadMonitorRun(t *testing.T) {
 		check("pod recreated: re-resolved", want{state: WorkloadOK, ready: true, events: []string{"workload/re-resolved"},
 			calls: []string{locate, "mqtt tcp://10.43.0.20:1883 from /var/run/netns/cni-2"}})
 
-		p.set(func(f *fakeWorkloadProber) { f.target, f.locateErr = probes.Target{}, fmt.Errorf("pod x: %w", probes.ErrNoPod) })
+		p.set(func(f *fakeWorkloadProber) {
+			f.target, f.locateErr = probes.Target{}, fmt.Errorf("pod x: %w", probes.ErrNoPod)
+		})
 		next()
 		check("pod gone", want{state: WorkloadNoPod, ready: false, events: []string{"workload/no-pod"}, calls: []string{locate}})
 

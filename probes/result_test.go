@@ -12,7 +12,9 @@ import (
 )
 
 func TestClassify(t *testing.T) {
-	opErr := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)} }
+	opErr := func(err error) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", err)}
+	}
 	tests := []struct {
 		name string
 		err  error
