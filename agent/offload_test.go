@@ -1,0 +1,582 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/netfix"
+	"github.com/edgeheal/edgeheal/netfix/netfixtest"
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+// fakeLinks is a hand-written probes.LinkWatcher: links and default routes
+// in memory, and subscriptions that a test feeds with Add, Remove, Touch
+// and SetDefaultRoute.
+type fakeLinks struct {
+	mu        sync.Mutex
+	links     map[string]probes.Link
+	dr        []int
+	next      int
+	subs      []chan probes.LinkEvent
+	listErr   error
+	subErr    error
+	subscribe int // Subscribe calls
+	running   int // subscription goroutines not yet ended
+}
+
+func newFakeLinks() *fakeLinks {
+	return &fakeLinks{links: map[string]probes.Link{}, next: 10}
+}
+
+func (f *fakeLinks) Links() ([]probes.Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []probes.Link
+	for _, l := range f.links {
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b probes.Link) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (f *fakeLinks) DefaultRouteLinks() ([]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.dr), nil
+}
+
+func (f *fakeLinks) Subscribe(ctx context.Context) (<-chan probes.LinkEvent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subscribe++
+	if f.subErr != nil {
+		return nil, f.subErr
+	}
+	in := make(chan probes.LinkEvent, 64)
+	out := make(chan probes.LinkEvent)
+	f.subs = append(f.subs, in)
+	f.running++
+	go func() {
+		defer func() {
+			f.mu.Lock()
+			f.running--
+			f.mu.Unlock()
+			close(out)
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+				if ev.Err != nil {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (f *fakeLinks) send(ev probes.LinkEvent) {
+	for _, s := range f.subs {
+		s <- ev
+	}
+}
+
+// Add creates a link (a new index each time, as the kernel does) and sends its event.
+func (f *fakeLinks) Add(name string) probes.Link {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	l := probes.Link{Name: name, Index: f.next, Up: true}
+	f.links[name] = l
+	f.send(probes.LinkEvent{Link: l})
+	return l
+}
+
+func (f *fakeLinks) Remove(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.links[name]
+	delete(f.links, name)
+	f.send(probes.LinkEvent{Link: l, Deleted: true})
+}
+
+// Touch sends a change event for an existing link (a feature change notification).
+func (f *fakeLinks) Touch(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.send(probes.LinkEvent{Link: f.links[name]})
+}
+
+func (f *fakeLinks) SetDefaultRoute(names ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dr = nil
+	for _, n := range names {
+		f.dr = append(f.dr, f.links[n].Index)
+	}
+	f.send(probes.LinkEvent{DefaultRoute: true})
+}
+
+// Break ends every subscription with an error.
+func (f *fakeLinks) Break() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.send(probes.LinkEvent{Err: errors.New("receive failed: no buffer space available")})
+	f.subs = nil
+}
+
+func (f *fakeLinks) Running() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running
+}
+
+// events records emitted events.
+type events struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (e *events) emit(ev Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evs = append(e.evs, ev)
+}
+
+// brief is "kind target action result" for each event, so tests compare the gist.
+func (e *events) brief() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.evs {
+		s := ev.Kind + " " + ev.Target
+		if ev.Action != "" {
+			s += " " + ev.Action + " " + ev.Result
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (e *events) all() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.evs)
+}
+
+type guardRig struct {
+	nic   *netfixtest.NIC
+	links *fakeLinks
+	ev    *events
+	g     *OffloadGuard
+}
+
+func newGuardRig(t *testing.T, uplinks []configs.Uplink, dryRun bool) *guardRig {
+	t.Helper()
+	r := &guardRig{nic: netfixtest.NewNIC(), links: newFakeLinks(), ev: &events{}}
+	g, err := NewOffloadGuard(OffloadGuardConfig{
+		Uplinks: uplinks, DryRun: dryRun, Floor: 10 * time.Second,
+		NIC: r.nic, Links: r.links, Log: slog.New(slog.DiscardHandler), Emit: r.ev.emit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g = g
+	return r
+}
+
+// plug adds a link with fresh veth features to the NIC, then announces it.
+func (r *guardRig) plug(name string) {
+	r.nic.SetLink(name, netfixtest.Veth())
+	r.links.Add(name)
+}
+
+func (r *guardRig) unplug(name string) {
+	r.nic.RemoveLink(name)
+	r.links.Remove(name)
+}
+
+// run starts the guard and returns a stop func that cancels it and checks
+// that Run returned nil with the subscription ended.
+func (r *guardRig) run(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.g.Run(ctx) }()
+	synctest.Wait()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v after cancel, want nil", err)
+		}
+		if n := r.links.Running(); n != 0 {
+			t.Errorf("%d subscription goroutines still running after Run returned", n)
+		}
+	}
+}
+
+func txOn(nic *netfixtest.NIC, link string) []string {
+	var on []string
+	for n, st := range nic.Features(link) {
+		if strings.HasPrefix(n, "tx-checksum-") && st.Active {
+			on = append(on, n)
+		}
+	}
+	slices.Sort(on)
+	return on
+}
+
+func checkStates(cs []Check) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s %s healthy=%v", c.Target, c.State, c.Healthy))
+	}
+	return out
+}
+
+func TestOffloadGuardEnforcesAtStartOnSelectedLinksOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan*", TxChecksum: "off"}}, false)
+		r.plug("wwan0")
+		r.plug("eth0")
+		stop := r.run(t)
+		defer stop()
+
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("wwan0 still has %v on", on)
+		}
+		if diff := cmp.Diff([]string{"tx-checksum-ip-generic", "tx-checksum-sctp"}, txOn(r.nic, "eth0")); diff != "" {
+			t.Errorf("eth0, not selected, was changed (-want +got):\n%s", diff)
+		}
+		want := []string{"offload-drift wwan0", "action wwan0 offload-off changed"}
+		if diff := cmp.Diff(want, r.ev.brief()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		drift := r.ev.all()[0]
+		if diff := cmp.Diff([]string{"tx-checksum-ip-generic", "tx-checksum-sctp"}, drift.Evidence["features"]); diff != "" {
+			t.Errorf("drift event features (-want +got):\n%s", diff)
+		}
+		if drift.Evidence["trigger"] != "start" || drift.Time.IsZero() {
+			t.Errorf("drift event trigger %v at %v, want start at a time", drift.Evidence["trigger"], drift.Time)
+		}
+		if diff := cmp.Diff([]string{"wwan0 ok healthy=true"}, checkStates(r.g.Checks())); diff != "" {
+			t.Errorf("checks (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOffloadGuardReenforcesAReplugWithoutWaitingForTheFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan0"}}, false)
+		r.plug("wwan0")
+		stop := r.run(t)
+		defer stop()
+		start := time.Now()
+
+		for i := range 5 {
+			r.unplug("wwan0")
+			r.plug("wwan0") // a fresh link: offload on again
+			synctest.Wait()
+			if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+				t.Fatalf("re-plug %d: %v still on", i, on)
+			}
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("the fake clock moved %v: the fix waited for a timer instead of the event", d)
+		}
+		// One drift and one fix per plug: start + 5 re-plugs.
+		want := slices.Repeat([]string{"offload-drift wwan0", "action wwan0 offload-off changed"}, 6)
+		if diff := cmp.Diff(want, r.ev.brief()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		for _, ev := range r.ev.all()[2:] {
+			if ev.Kind == EventOffloadDrift && ev.Evidence["trigger"] != "link-appeared" {
+				t.Errorf("re-plug drift trigger = %v, want link-appeared", ev.Evidence["trigger"])
+			}
+		}
+	})
+}
+
+func TestOffloadGuardFixesAFeatureTurnedBackOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan0"}}, false)
+		r.plug("wwan0")
+		stop := r.run(t)
+		defer stop()
+
+		// With a change notification it is fixed at once.
+		r.nic.SetFeature("wwan0", "tx-checksum-ip-generic", true) // someone's ethtool -K
+		r.links.Touch("wwan0")
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("after a change notification: %v still on", on)
+		}
+		// Without one, the floor finds it.
+		r.nic.SetFeature("wwan0", "tx-checksum-sctp", true)
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 1 {
+			t.Fatalf("fixed before the floor, without an event: %v", on)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("%v still on after the floor", on)
+		}
+		evs := r.ev.all()
+		var drifts []string
+		for _, ev := range evs {
+			if ev.Kind == EventOffloadDrift {
+				drifts = append(drifts, fmt.Sprint(ev.Evidence["features"], " ", ev.Evidence["trigger"]))
+			}
+		}
+		want := []string{
+			"[tx-checksum-ip-generic tx-checksum-sctp] start",
+			"[tx-checksum-ip-generic] link-changed",
+			"[tx-checksum-sctp] periodic",
+		}
+		if diff := cmp.Diff(want, drifts); diff != "" {
+			t.Errorf("drift events (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOffloadGuardDryRunChangesNothingAndReportsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan0"}}, true)
+		r.plug("wwan0")
+		stop := r.run(t)
+		defer stop()
+		time.Sleep(35 * time.Second) // three floors
+		synctest.Wait()
+
+		if diff := cmp.Diff([]string{"tx-checksum-ip-generic", "tx-checksum-sctp"}, txOn(r.nic, "wwan0")); diff != "" {
+			t.Errorf("dry run changed features (-want +got):\n%s", diff)
+		}
+		for _, c := range r.nic.Calls() {
+			if strings.HasPrefix(c, "Change") {
+				t.Errorf("dry run called %s", c)
+			}
+		}
+		want := []string{"offload-drift wwan0", "action wwan0 offload-off dry-run"}
+		if diff := cmp.Diff(want, r.ev.brief()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"wwan0 drift healthy=false"}, checkStates(r.g.Checks())); diff != "" {
+			t.Errorf("checks (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOffloadGuardReportsWhatItCannotFix(t *testing.T) {
+	tests := []struct {
+		name       string
+		setup      func(r *guardRig)
+		features   map[string]string
+		wantEvents []string
+		wantCheck  []string
+		wantTxOn   []string
+	}{
+		{
+			name: "a change the driver accepts and does not apply: degraded, one failed action",
+			setup: func(r *guardRig) {
+				r.nic.SetLink("wwan0", netfixtest.Veth())
+				r.nic.IgnoreChanges("wwan0", true)
+			},
+			wantEvents: []string{"offload-drift wwan0", "action wwan0 offload-off failed"},
+			wantCheck:  []string{"wwan0 degraded healthy=false"},
+			wantTxOn:   []string{"tx-checksum-ip-generic", "tx-checksum-sctp"},
+		},
+		{
+			name: "a tx checksum feature fixed on by the driver: reported, not changed",
+			setup: func(r *guardRig) {
+				fs := netfixtest.Veth()
+				fs["tx-checksum-ipv4"] = netfix.FeatureState{Active: true, Requested: true}
+				r.nic.SetLink("wwan0", fs)
+			},
+			wantEvents: []string{"offload-drift wwan0", "action wwan0 offload-off changed", "offload-drift wwan0"},
+			wantCheck:  []string{"wwan0 fixed healthy=false"},
+			wantTxOn:   []string{"tx-checksum-ipv4"},
+		},
+		{
+			name:       "an unknown extra feature: an error check, and tx checksum still off",
+			setup:      func(r *guardRig) { r.nic.SetLink("wwan0", netfixtest.Veth()) },
+			features:   map[string]string{"tx-csum": "off"},
+			wantEvents: []string{"offload-drift wwan0", "action wwan0 offload-off failed"},
+			wantCheck:  []string{"wwan0 error healthy=false"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newGuardRig(t, []configs.Uplink{{Name: "wwan0", Features: tt.features}}, false)
+				tt.setup(r)
+				r.links.Add("wwan0")
+				stop := r.run(t)
+				defer stop()
+				time.Sleep(25 * time.Second) // two floors: no repeated events
+				synctest.Wait()
+				if diff := cmp.Diff(tt.wantEvents, r.ev.brief()); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tt.wantCheck, checkStates(r.g.Checks())); diff != "" {
+					t.Errorf("checks (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tt.wantTxOn, txOn(r.nic, "wwan0")); diff != "" {
+					t.Errorf("tx checksum features on (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+func TestOffloadGuardFollowsTheDefaultRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: configs.DefaultRoute}}, false)
+		r.plug("eth0")
+		r.plug("wwan0")
+		r.links.SetDefaultRoute("eth0")
+		stop := r.run(t)
+		defer stop()
+		if on := txOn(r.nic, "eth0"); len(on) != 0 {
+			t.Errorf("eth0 (default route) still has %v on", on)
+		}
+		if on := txOn(r.nic, "wwan0"); len(on) == 0 {
+			t.Errorf("wwan0 (no default route) was changed")
+		}
+
+		r.links.SetDefaultRoute("wwan0") // failover to the modem
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("wwan0 (now the default route) still has %v on", on)
+		}
+		if diff := cmp.Diff([]string{"wwan0 ok healthy=true"}, checkStates(r.g.Checks())); diff != "" {
+			t.Errorf("checks (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestOffloadGuardResubscribesWhenTheSubscriptionBreaks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan0"}}, false)
+		r.plug("wwan0")
+		stop := r.run(t)
+		defer stop()
+
+		r.links.Break()
+		synctest.Wait()
+		// Missed while the subscription was down: no event reaches the guard.
+		r.nic.SetFeature("wwan0", "tx-checksum-ip-generic", true)
+		time.Sleep(time.Second) // the first retry, well before the 10 s floor
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("%v still on after resubscribing", on)
+		}
+		r.links.mu.Lock()
+		n := r.links.subscribe
+		r.links.mu.Unlock()
+		if n != 2 {
+			t.Errorf("Subscribe called %d times, want 2", n)
+		}
+		r.unplug("wwan0")
+		r.plug("wwan0")
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("the new subscription missed a re-plug: %v on", on)
+		}
+	})
+}
+
+func TestOffloadGuardKeepsWorkingWithoutASubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan0"}}, false)
+		r.links.subErr = errors.New("netlink: permission denied")
+		r.plug("wwan0")
+		stop := r.run(t)
+		defer stop()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("not enforced at start without a subscription: %v", on)
+		}
+		r.nic.SetFeature("wwan0", "tx-checksum-ip-generic", true)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("the floor did not fix %v", on)
+		}
+	})
+}
+
+func TestOffloadGuardEnforceIsOnePass(t *testing.T) {
+	r := newGuardRig(t, []configs.Uplink{{Name: "wwan*"}, {Name: "ppp0"}}, false)
+	r.plug("wwan0")
+	r.plug("wwan1")
+	r.nic.RemoveLink("wwan1") // listed, but gone before its features are read
+
+	res, err := r.g.Enforce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netfix.Result{{Action: "offload-off", Target: "wwan0", Changed: true, Changes: []string{
+		"tx-checksum-ip-generic: on -> off", "tx-checksum-sctp: on -> off"}}}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"wwan0 ok healthy=true", "ppp0 absent healthy=true"}, checkStates(r.g.Checks())); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+
+	r.links.listErr = errors.New("netlink: interrupted")
+	if _, err := r.g.Enforce(context.Background()); err == nil {
+		t.Error("no error when the links could not be listed")
+	}
+	if diff := cmp.Diff([]string{"wwan0 ok healthy=true", "ppp0 absent healthy=true"}, checkStates(r.g.Checks())); diff != "" {
+		t.Errorf("checks changed after a pass that observed nothing (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewOffloadGuardRejectsBadConfig(t *testing.T) {
+	_, err := NewOffloadGuard(OffloadGuardConfig{
+		Uplinks: []configs.Uplink{
+			{Name: "eth["},
+			{Name: "wwan0", TxChecksum: "maybe"},
+			{Name: "wwan1", Features: map[string]string{"gro": "yes"}},
+		},
+		NIC: netfixtest.NewNIC(), Links: newFakeLinks(),
+	})
+	for _, s := range []string{"uplinks[0].name", "uplinks[1].tx_checksum", "uplinks[2].features.gro"} {
+		if err == nil || !strings.Contains(err.Error(), s) {
+			t.Errorf("error %v does not mention %s", err, s)
+		}
+	}
+}
+
+func TestFeatureGroupTablesAgree(t *testing.T) {
+	// probes and netfix never import each other, so each keeps ethtool(8)'s table.
+	if diff := cmp.Diff(netfix.FeatureGroups(), probes.FeatureGroups()); diff != "" {
+		t.Errorf("netfix (-) and probes (+) expand ethtool group names differently:\n%s", diff)
+	}
+}
