@@ -91,6 +91,9 @@ func (l *Lab) buildLinks() error {
 			})
 		},
 		func() error { return writeSysctl(l.ns[Edge], "net/ipv4/ip_forward", "1") },
+		// MoveCloudEndpoint removes the cloud's first address after adding
+		// the next one: without this the kernel removes both.
+		func() error { return writeSysctl(l.ns[Cloud], "net/ipv4/conf/all/promote_secondaries", "1") },
 		func() error {
 			return l.handle(Modem, func(h *netlink.Handle) error {
 				return errors.Join(linkUp(h, l.link("m0")), linkUp(h, l.link("m1")))

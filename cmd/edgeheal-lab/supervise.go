@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+)
+
+// request is one command on the control socket; one per connection.
+type request struct {
+	Op   string        `json:"op"` // status, fault, down
+	Kind string        `json:"kind,omitempty"`
+	Args []string      `json:"args,omitempty"`
+	For  time.Duration `json:"for,omitempty"`
+}
+
+type response struct {
+	OK     bool        `json:"ok"`
+	Error  string      `json:"error,omitempty"`
+	Result string      `json:"result,omitempty"`
+	Status *lab.Status `json:"status,omitempty"`
+}
+
+// call sends req to the supervisor and waits up to timeout for its answer.
+func call(d dirs, req request, timeout time.Duration) (response, error) {
+	var resp response
+	c, err := net.DialTimeout("unix", d.socket(), time.Second)
+	if err != nil {
+		return resp, fmt.Errorf("reaching the lab's supervisor (is the lab up?): %w", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return resp, err
+	}
+	if err := json.NewDecoder(c).Decode(&resp); err != nil {
+		return resp, fmt.Errorf("reading the supervisor's answer: %w", err)
+	}
+	if !resp.OK {
+		return resp, errors.New(resp.Error)
+	}
+	return resp, nil
+}
+
+// supervise starts the lab from the run directory's options, serves the
+// control socket and stops the lab on `down`, SIGINT or SIGTERM.
+func supervise(d dirs) error {
+	o, err := readOptions(d)
+	if err != nil {
+		return fmt.Errorf("reading options: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+
+	begin := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	if o.Prefix == "" {
+		o.Prefix = randomPrefix()
+	}
+	l, err := lab.Start(sctx, lab.Options{
+		Prefix:        o.Prefix,
+		RunDir:        filepath.Join(string(d), o.Prefix),
+		Broker:        o.Broker,
+		OffloadOff:    o.OffloadOff,
+		Keepalive:     o.Keepalive,
+		TelemetryRate: o.Rate,
+		NoTelemetry:   o.NoTelemetry,
+		Logger:        log,
+	})
+	cancel()
+	if err != nil {
+		return err
+	}
+	up := time.Since(begin)
+	log.Info("lab up", "prefix", l.Prefix(), "up_seconds", up.Seconds())
+
+	_ = os.Remove(d.socket())
+	ln, err := net.Listen("unix", d.socket())
+	if err != nil {
+		return errors.Join(fmt.Errorf("listening on %s: %w", d.socket(), err), l.Close())
+	}
+	writeState := func() error {
+		b, _ := json.MarshalIndent(state{
+			PID: os.Getpid(), Prefix: l.Prefix(), LabRunDir: l.RunDir(),
+			Started: begin, UpSeconds: up.Seconds(), Info: l.Info(),
+		}, "", "  ")
+		tmp := d.state() + ".tmp"
+		if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, d.state())
+	}
+	if err := writeState(); err != nil {
+		ln.Close()
+		return errors.Join(err, l.Close())
+	}
+
+	downc := make(chan net.Conn, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var req request
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			if err := json.NewDecoder(c).Decode(&req); err != nil {
+				c.Close()
+				continue
+			}
+			if req.Op == "down" {
+				downc <- c // answered once everything is removed
+				return
+			}
+			resp := handle(ctx, l, req, log)
+			if req.Op == "fault" && resp.OK {
+				_ = writeState() // the cloud's address may have moved
+			}
+			_ = json.NewEncoder(c).Encode(resp)
+			c.Close()
+		}
+	}()
+
+	var reply net.Conn
+	select {
+	case <-ctx.Done():
+		log.Info("signal: stopping lab")
+	case reply = <-downc:
+		log.Info("down: stopping lab")
+	}
+	ln.Close()
+	wg.Wait()
+	cerr := l.Close()
+	_ = os.Remove(d.state())
+	_ = os.Remove(d.socket())
+	if reply != nil {
+		resp := response{OK: cerr == nil, Result: "down"}
+		if cerr != nil {
+			resp.Error = cerr.Error()
+		}
+		_ = json.NewEncoder(reply).Encode(resp)
+		reply.Close()
+	}
+	return cerr
+}
+
+// randomPrefix is "ehl" and 4 random hex digits.
+func randomPrefix() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return "ehl" + hex.EncodeToString(b[:])
+}
+
+func handle(ctx context.Context, l *lab.Lab, req request, log *slog.Logger) response {
+	switch req.Op {
+	case "status":
+		s, err := l.Status()
+		resp := response{OK: true, Status: &s}
+		if err != nil {
+			resp.Result = err.Error() // partial status is still useful
+		}
+		return resp
+	case "fault":
+		res, err := applyFault(ctx, l, req)
+		if err != nil {
+			return response{Error: err.Error()}
+		}
+		log.Info("fault", "kind", req.Kind, "args", req.Args, "for_seconds", req.For.Seconds(), "result", res)
+		return response{OK: true, Result: res}
+	}
+	return response{Error: fmt.Sprintf("unknown op %q", req.Op)}
+}
+
+// parseFault turns `fault KIND ARGS` into a relay Fault for the relay
+// kinds; other kinds return the zero Fault and are handled by applyFault.
+func parseFault(req request) (lab.Fault, error) {
+	n := len(req.Args)
+	want := func(lo, hi int) error {
+		if n < lo || n > hi {
+			return fmt.Errorf("fault %s: %d arguments, want %d..%d", req.Kind, n, lo, hi)
+		}
+		return nil
+	}
+	switch req.Kind {
+	case "pass", "blackhole":
+		return lab.Fault{Kind: lab.FaultKind(req.Kind)}, want(0, 0)
+	case "loss":
+		if err := want(1, 1); err != nil {
+			return lab.Fault{}, err
+		}
+		pct, err := strconv.ParseFloat(trimPct(req.Args[0]), 64)
+		if err != nil {
+			return lab.Fault{}, fmt.Errorf("fault loss: %w", err)
+		}
+		f := lab.Fault{Kind: lab.FaultLoss, LossPct: pct}
+		return f, f.Validate()
+	case "delay":
+		if err := want(1, 2); err != nil {
+			return lab.Fault{}, err
+		}
+		f := lab.Fault{Kind: lab.FaultDelay}
+		var err error
+		if f.Delay, err = time.ParseDuration(req.Args[0]); err != nil {
+			return f, fmt.Errorf("fault delay: %w", err)
+		}
+		if n == 2 {
+			if f.Jitter, err = time.ParseDuration(req.Args[1]); err != nil {
+				return f, fmt.Errorf("fault delay jitter: %w", err)
+			}
+		}
+		return f, f.Validate()
+	case "replug", "broker-stop", "broker-start", "restart-cloud-wg", "move-endpoint":
+		return lab.Fault{}, want(0, 0)
+	case "offload":
+		if err := want(1, 1); err != nil {
+			return lab.Fault{}, err
+		}
+		if req.Args[0] != "on" && req.Args[0] != "off" {
+			return lab.Fault{}, fmt.Errorf("fault offload %q: want on or off", req.Args[0])
+		}
+		return lab.Fault{}, nil
+	}
+	return lab.Fault{}, fmt.Errorf("unknown fault %q", req.Kind)
+}
+
+func trimPct(s string) string {
+	if len(s) > 0 && s[len(s)-1] == '%' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// applyFault carries out one fault. --for applies to the relay faults and
+// to broker-stop (the broker starts again after it).
+func applyFault(ctx context.Context, l *lab.Lab, req request) (string, error) {
+	f, err := parseFault(req)
+	if err != nil {
+		return "", err
+	}
+	if f.Kind != "" {
+		if err := l.SetFault(f, req.For); err != nil {
+			return "", err
+		}
+		if req.For > 0 {
+			return fmt.Sprintf("modem: %s for %v", f, req.For), nil
+		}
+		return "modem: " + f.String(), nil
+	}
+	switch req.Kind {
+	case "replug":
+		return "edge uplink re-plugged (TX checksum offload back on)", l.Replug(ctx)
+	case "offload":
+		return "edge uplink TX checksum offload " + req.Args[0], l.SetUplinkTxChecksum(req.Args[0] == "on")
+	case "broker-stop":
+		if err := l.StopBroker(); err != nil {
+			return "", err
+		}
+		if req.For > 0 {
+			time.AfterFunc(req.For, func() { _ = l.StartBroker() })
+			return fmt.Sprintf("broker stopped for %v", req.For), nil
+		}
+		return "broker stopped", nil
+	case "broker-start":
+		return "broker started", l.StartBroker()
+	case "restart-cloud-wg":
+		return "cloud WireGuard restarted (same key and port, no sessions)", l.RestartCloudWireGuard()
+	case "move-endpoint":
+		a, err := l.MoveCloudEndpoint()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("cloud public address is now %s (%s follows)", a, lab.CloudHost), nil
+	}
+	return "", fmt.Errorf("unknown fault %q", req.Kind)
+}
