@@ -1,0 +1,248 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeheal/edgeheal/agent"
+)
+
+// AgentState is what the HTTP endpoints read from the agent. Every method
+// must be cheap and must not wait for the control loop (return a snapshot).
+type AgentState interface {
+	// Checks is the current state of every check.
+	Checks() []agent.Check
+	// Ready reports whether the config is loaded, the handles are open and
+	// the first round is done; detail says what is missing. The broker is
+	// not part of readiness.
+	Ready() (ready bool, detail string)
+	// LastProgress is when the control loop last completed a round.
+	LastProgress() time.Time
+	// WorkloadReady reports the health of the workload's network path;
+	// found is false for an unknown name.
+	WorkloadReady(name string) (ready bool, detail string, found bool)
+}
+
+// ServerOptions configure the HTTP server. State is required.
+type ServerOptions struct {
+	Listen  string // report.http.listen, e.g. "127.0.0.1:9101"
+	State   AgentState
+	Metrics *Metrics             // nil: /metrics answers 404
+	Outbox  OutboxStats          // nil: no outbox in /v1/status
+	MQTT    func() PublisherInfo // nil: no mqtt in /v1/status
+	Info    func() NodeInfo      // node, site, version, config revision
+	Logger  *slog.Logger
+	// Stale is how long the loop may go without progress before /livez
+	// fails; default 3 × the loop interval is the caller's business, 2m if 0.
+	Stale time.Duration
+	Now   func() time.Time
+}
+
+// NodeInfo identifies the agent in /v1/status.
+type NodeInfo struct {
+	Node           string `json:"node"`
+	Site           string `json:"site,omitempty"`
+	Version        string `json:"version"`
+	ConfigRevision string `json:"config_revision,omitempty"`
+}
+
+// StatusResponse is the JSON of /v1/status, read by `edgeheal status`.
+type StatusResponse struct {
+	V int `json:"v"`
+	NodeInfo
+	State        string         `json:"state"` // online (all checks healthy) or degraded
+	Ready        bool           `json:"ready"`
+	ReadyDetail  string         `json:"ready_detail,omitempty"`
+	LastProgress time.Time      `json:"last_progress,omitzero"`
+	Checks       []agent.Check  `json:"checks"`
+	Outbox       *OutboxInfo    `json:"outbox,omitempty"`
+	MQTT         *PublisherInfo `json:"mqtt,omitempty"`
+}
+
+// OutboxInfo is the outbox in /v1/status.
+type OutboxInfo struct {
+	Depth   int    `json:"depth"`
+	Dropped uint64 `json:"dropped_total"`
+}
+
+// Server serves /livez, /healthz, /readyz, /readyz/workload/<name>,
+// /metrics and /v1/status. It only reads; nothing it serves changes the
+// agent.
+type Server struct {
+	opts    ServerOptions
+	started time.Time
+	srv     *http.Server
+	ln      net.Listener
+	wg      sync.WaitGroup
+}
+
+// NewServer builds the server; Start listens.
+func NewServer(opts ServerOptions) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stale <= 0 {
+		opts.Stale = 2 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Info == nil {
+		opts.Info = func() NodeInfo { return NodeInfo{} }
+	}
+	return &Server{opts: opts, started: opts.Now()}
+}
+
+// Handler is the server's mux, for tests and for embedding.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", s.livez)
+	mux.HandleFunc("GET /healthz", s.livez)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /readyz/workload/{name}", s.workload)
+	mux.HandleFunc("GET /v1/status", s.status)
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+	}
+	return mux
+}
+
+// Start listens on Listen (the error of a taken or invalid address is
+// returned here) and serves in a goroutine owned by the Server.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listening for http on %s: %w", s.opts.Listen, err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       time.Minute,
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.opts.Logger.Error("http server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr is the address listened on (useful with port 0).
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Shutdown stops accepting, lets requests in flight finish until ctx is
+// done, and waits for the serving goroutine.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	s.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("shutting down http: %w", err)
+	}
+	return nil
+}
+
+func text(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
+
+// Live reports whether the loop made progress within Stale, with a reason.
+// Before the first round the server's start counts as progress, so a
+// starting agent is live for Stale and no longer.
+func (s *Server) Live() (bool, string) {
+	last := s.opts.State.LastProgress()
+	if last.IsZero() {
+		if since := s.opts.Now().Sub(s.started); since > s.opts.Stale {
+			return false, fmt.Sprintf("the control loop completed no round in the %s since start (limit %s)", since.Round(time.Second), s.opts.Stale)
+		}
+		return true, "ok: starting"
+	}
+	age := s.opts.Now().Sub(last)
+	if age > s.opts.Stale {
+		return false, fmt.Sprintf("the control loop made no progress for %s (limit %s)", age.Round(time.Second), s.opts.Stale)
+	}
+	return true, fmt.Sprintf("ok: last round %s ago", age.Round(time.Millisecond))
+}
+
+func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
+	ok, msg := s.Live()
+	if !ok {
+		text(w, http.StatusServiceUnavailable, msg)
+		return
+	}
+	text(w, http.StatusOK, msg)
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ok, detail := s.opts.State.Ready()
+	if !ok {
+		text(w, http.StatusServiceUnavailable, "not ready: "+detail)
+		return
+	}
+	text(w, http.StatusOK, "ok")
+}
+
+func (s *Server) workload(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ok, detail, found := s.opts.State.WorkloadReady(name)
+	switch {
+	case !found:
+		text(w, http.StatusNotFound, fmt.Sprintf("no workload %q is configured", name))
+	case !ok:
+		text(w, http.StatusServiceUnavailable, "not ready: "+detail)
+	default:
+		text(w, http.StatusOK, "ok")
+	}
+}
+
+// Status builds the /v1/status response.
+func (s *Server) Status() StatusResponse {
+	checks := s.opts.State.Checks()
+	if checks == nil {
+		checks = []agent.Check{}
+	}
+	_, state := Summarize(checks)
+	ready, detail := s.opts.State.Ready()
+	resp := StatusResponse{
+		V: StatusVersion, NodeInfo: s.opts.Info(), State: state,
+		Ready: ready, ReadyDetail: detail, LastProgress: s.opts.State.LastProgress(), Checks: checks,
+	}
+	if s.opts.Outbox != nil {
+		resp.Outbox = &OutboxInfo{Depth: s.opts.Outbox.Depth(), Dropped: s.opts.Outbox.Dropped()}
+	}
+	if s.opts.MQTT != nil {
+		mi := s.opts.MQTT()
+		resp.MQTT = &mi
+	}
+	return resp
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	if strings.Contains(r.URL.RawQuery, "pretty") {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(s.Status()); err != nil {
+		s.opts.Logger.Debug("writing /v1/status", "err", err)
+	}
+}
