@@ -153,7 +153,7 @@ func restorableAddr(a netlink.Addr) *netlink.Addr {
 // routeKey identifies a route for the before/after comparison.
 func routeKey(rt netlink.Route) string {
 	dst := "default"
-	if rt.Dst != nil {
+	if ones, _ := rt.Dst.Mask.Size(); rt.Dst != nil && ones > 0 {
 		dst = rt.Dst.String()
 	}
 	s := fmt.Sprintf("%s table %d", dst, rt.Table)
