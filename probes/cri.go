@@ -98,8 +98,11 @@ type Target struct {
 	Pod       string `json:"pod,omitempty"`
 	SandboxID string `json:"sandbox_id,omitempty"`
 	PID       int    `json:"pid,omitempty"`
-	// ID identifies the namespace itself (device:inode of its file). A
-	// recreated pod gets a new one, so a change of ID means re-baseline.
+	// ID identifies the namespace: its path, the device:inode of its file
+	// and, through CRI, the sandbox. A recreated pod gets a new one, so a
+	// change of ID means re-baseline. The inode alone is not enough: the
+	// kernel reuses namespace inode numbers as soon as one is freed
+	// (measured: a recreated sandbox got its predecessor's inode).
 	ID string `json:"netns_id"`
 }
 
@@ -173,12 +176,14 @@ func ResolvePod(ctx context.Context, cri CRI, sel PodSelector) (Target, error) {
 			return Target{}, fmt.Errorf("sandbox %s of pod %s: no network namespace path and no pid in its status", short(b.ID), t.Pod)
 		}
 		t.Netns = Netns{Path: t.Path, DNSServers: info.DNSServers}
-		if t.ID, err = namespaceID(t.Path); err != nil {
+		ino, err := namespaceID(t.Path)
+		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // gone between list and stat
 			}
 			return Target{}, err
 		}
+		t.ID = b.ID + "@" + t.Path + "@" + ino
 		return t, nil
 	}
 	return Target{}, fmt.Errorf("pod %s: %w", sel, ErrNoPod)
@@ -202,26 +207,27 @@ func short(id string) string {
 
 // ResolvePath uses an explicit namespace file.
 func ResolvePath(path string) (Target, error) {
-	id, err := namespaceID(path)
+	ino, err := namespaceID(path)
 	if err != nil {
 		return Target{}, err
 	}
-	return Target{Netns: Netns{Path: path}, Path: path, Source: SourceNetns, ID: id}, nil
+	return Target{Netns: Netns{Path: path}, Path: path, Source: SourceNetns, ID: path + "@" + ino}, nil
 }
 
 // ResolvePID uses the network namespace of a process, and the name servers
 // of its /etc/resolv.conf when it can be read.
 func ResolvePID(pid int) (Target, error) {
 	path := fmt.Sprintf("/proc/%d/ns/net", pid)
-	id, err := namespaceID(path)
+	ino, err := namespaceID(path)
 	if err != nil {
 		return Target{}, err
 	}
 	servers, _ := resolvConfServers(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
-	return Target{Netns: Netns{Path: path, DNSServers: servers}, Path: path, Source: SourcePID, PID: pid, ID: id}, nil
+	return Target{Netns: Netns{Path: path, DNSServers: servers}, Path: path, Source: SourcePID, PID: pid, ID: path + "@" + ino}, nil
 }
 
-// namespaceID returns "dev:inode" of a namespace file.
+// namespaceID returns "dev:inode" of a namespace file: the same for two
+// paths of one live namespace.
 func namespaceID(path string) (string, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {

@@ -47,8 +47,7 @@ func (f *fakeCRI) SandboxInfo(_ context.Context, id string) (SandboxInfo, error)
 }
 
 func TestResolvePod(t *testing.T) {
-	// Namespace files: any existing file will do for the policy; the ID
-	// is its device:inode.
+	// Namespace files: any existing file will do for the policy.
 	dir := t.TempDir()
 	nsOld, nsNew, nsOther := filepath.Join(dir, "cni-old"), filepath.Join(dir, "cni-new"), filepath.Join(dir, "cni-other")
 	for _, p := range []string{nsOld, nsNew, nsOther} {
