@@ -148,12 +148,3 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "edgeheal", version)
 	return nil
 }
-
-func cmdRender(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("render", "render --templates DIR --inventory FILE --out DIR",
-		"Render fleet templates into one plain, validated config per node.", stderr)
-	if err := parse(fs, args, 0); err != nil {
-		return err
-	}
-	return fail(exitCantRun, errors.New("render is not in this build yet: fleet templates arrive with the packaging work (issue 8)"))
-}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// cmdRender renders fleet templates into one plain config per node. Exit 0
+// when every node rendered and validated (files written), 1 when any node
+// failed (every failure listed, nothing written), 2 on a usage error or an
+// input that could not be read.
+func cmdRender(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("render", "render --templates DIR --inventory FILE --out DIR",
+		"Render fleet templates into one plain, validated config per node: DIR/<node>.yaml.\n"+
+			"Strict: a variable no layer sets fails its node. Every node is validated as\n"+
+			"'edgeheal config check' would; if any node fails, all failures are listed and\n"+
+			"nothing is written. Same input, same bytes. Ship each file to its node as\n"+
+			"/etc/edgeheal/config.d/50-fleet.yaml.", stderr)
+	templates := fs.String("templates", "", "fleet templates directory (base.yaml.tmpl, classes/, sites/)")
+	inventory := fs.String("inventory", "", "inventory file: the nodes with their site, class and vars")
+	out := fs.String("out", "", "output directory, created if missing; render into an empty one")
+	if err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	if *templates == "" || *inventory == "" || *out == "" {
+		fmt.Fprintln(stderr, "edgeheal render: --templates, --inventory and --out are all required")
+		fs.Usage()
+		return errUsage
+	}
+	files, err := configs.RenderFleet(*templates, *inventory)
+	if err != nil {
+		var re *configs.RenderError
+		switch {
+		case errors.As(err, &re):
+			return fail(exitProblem, fmt.Errorf("render: nothing written: %w", err))
+		case configs.IsReadError(err):
+			return fail(exitCantRun, err)
+		}
+		return fail(exitProblem, err)
+	}
+	if err := configs.WriteRendered(*out, files); err != nil {
+		return fail(exitCantRun, err)
+	}
+	for _, f := range files {
+		fmt.Fprintf(stdout, "%s: %s valid\n", f.Node, f.File)
+	}
+	fmt.Fprintf(stdout, "rendered %d node(s) into %s\n", len(files), *out)
+	return nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const fleetDir = "../../configs/fleet"
+
+func TestRenderWritesOneValidFilePerNode(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := run("render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", out)
+	if code != exitOK {
+		t.Fatalf("exit code = %d, want 0; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "rendered 5 node(s)") {
+		t.Errorf("stdout = %q", stdout)
+	}
+	// Each file, installed as the node's drop-in over the packaged main
+	// file, passes `edgeheal config check`.
+	for _, node := range []string{"plant7-gw-01", "plant9-worker-01"} {
+		etc := t.TempDir()
+		data, err := os.ReadFile(filepath.Join(out, node+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(etc, "config.d", "50-fleet.yaml"), string(data))
+		main, err := os.ReadFile("../../packaging/config.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(etc, "config.yaml"), string(main))
+		if code, _, stderr := run("config", "check", "--config", filepath.Join(etc, "config.yaml")); code != exitOK {
+			t.Errorf("config check of %s's file: exit %d\n%s", node, code, stderr)
+		}
+	}
+}
+
+func TestRenderWithTwoBadNodesListsBothAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	inv := filepath.Join(dir, "inventory.yaml")
+	writeFile(t, inv, `vars:
+  dry_run: false
+  report: {broker: "ssl://mqtt.example.net:8883", server_name: mqtt.example.net}
+nodes:
+  - {name: good-1, site: plant-7, class: worker}
+  - {name: bad-lte, site: plant-7, class: gw-lte}          # no uplink variable
+  - {name: bad-keepalive, site: plant-9, class: gw-fiber, vars: {tunnel: {keepalive: 90000s}}}
+  - {name: good-2, site: plant-9, class: gw-fiber}
+`)
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := run("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
+	if code != exitProblem {
+		t.Errorf("exit code = %d, want %d", code, exitProblem)
+	}
+	if stdout != "" {
+		t.Errorf("stdout = %q, want nothing", stdout)
+	}
+	for _, want := range []string{
+		"nothing written",
+		"2 node(s) failed",
+		`node bad-lte (bad-lte.yaml): rendering:`, `map has no entry for key "uplink"`,
+		"node bad-keepalive (bad-keepalive.yaml): invalid:",
+		"bad-keepalive.yaml: tunnels[0].persistent_keepalive: 90000s is out of range (0..65535s)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "good-") {
+		t.Errorf("stderr names a good node:\n%s", stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("output directory exists (err %v): nothing may be written when a node fails", err)
+	}
+}
+
+func TestRenderExitCodesForUsageAndUnreadableInput(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"a missing flag is a usage error", []string{"render", "--templates", fleetDir}, exitCantRun, "are all required"},
+		{"a missing inventory could not be read", []string{"render", "--templates", fleetDir, "--inventory", filepath.Join(dir, "nope.yaml"), "--out", dir}, exitCantRun, "reading inventory"},
+		{"a missing templates directory could not be read", []string{"render", "--templates", filepath.Join(dir, "nope"), "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", dir}, exitCantRun, "reading fleet templates"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := run(tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
