@@ -25,10 +25,14 @@ import (
 // interface re-created) starts again from zero counters and no handshake:
 // that is a new baseline, not an alarm.
 type peerSignals struct {
-	seen       bool
-	baseAt     time.Time // when the counters were (re)baselined
-	rx, tx     int64     // as read in the last round
-	rxDelta    int64     // since the previous round
+	seen bool
+	// staleFrom is when handshake age starts counting if the peer has no
+	// handshake of its own: the baseline of a peer (re-)added without one,
+	// or the moment its keepalive was turned on (before that an old
+	// handshake only meant an idle tunnel).
+	staleFrom  time.Time
+	rx, tx     int64 // as read in the last round
+	rxDelta    int64 // since the previous round
 	txDelta    int64
 	rxMovedAt  time.Time // the last round rx grew, or the baseline
 	txAtRxMove int64     // tx at that moment
@@ -41,17 +45,23 @@ type peerSignals struct {
 // was re-baselined (first seen, or re-added: a counter went backwards or the
 // handshake time did).
 func (g *peerSignals) update(ps *PeerStats, now time.Time) bool {
-	g.keepalive, g.endpoint = ps.Keepalive, ps.Endpoint
 	if !g.seen || ps.RxBytes < g.rx || ps.TxBytes < g.tx || ps.LastHandshake.Before(g.handshake) {
 		*g = peerSignals{
-			seen: true, baseAt: now,
-			rx: ps.RxBytes, tx: ps.TxBytes,
+			seen: true,
+			rx:   ps.RxBytes, tx: ps.TxBytes,
 			rxMovedAt: now, txAtRxMove: ps.TxBytes,
 			handshake: ps.LastHandshake,
 			keepalive: ps.Keepalive, endpoint: ps.Endpoint,
 		}
+		if ps.LastHandshake.IsZero() {
+			g.staleFrom = now
+		}
 		return true
 	}
+	if g.keepalive == 0 && ps.Keepalive > 0 {
+		g.staleFrom = now
+	}
+	g.keepalive, g.endpoint = ps.Keepalive, ps.Endpoint
 	g.rxDelta, g.txDelta = ps.RxBytes-g.rx, ps.TxBytes-g.tx
 	if g.rxDelta > 0 {
 		g.rxMovedAt, g.txAtRxMove = now, ps.TxBytes
@@ -61,13 +71,14 @@ func (g *peerSignals) update(ps *PeerStats, now time.Time) bool {
 }
 
 // handshakeAge is the age of the peer's session as far as this agent can
-// tell: since the last handshake, or since the baseline if that is later (a
+// tell: since the last handshake, or since staleFrom if that is later (a
 // re-added peer has no handshake yet and gets the full stale_after before
-// it counts as stale).
+// it counts as stale). A peer first seen with a handshake is measured from
+// it: an agent restart must not hide a dead session.
 func (g *peerSignals) handshakeAge(now time.Time) time.Duration {
 	ref := g.handshake
-	if ref.Before(g.baseAt) {
-		ref = g.baseAt
+	if ref.Before(g.staleFrom) {
+		ref = g.staleFrom
 	}
 	return now.Sub(ref)
 }

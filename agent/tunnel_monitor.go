@@ -106,6 +106,7 @@ type peerView struct {
 	phase        PeerPhase
 	since        time.Time
 	reason       string
+	gaveUp       string
 	hold         string
 	lastAction   string
 	handshake    time.Time
@@ -403,7 +404,8 @@ func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnel
 			p.alertAt = now.Add(p.alertEvery)
 			m.event(Event{Time: now, Kind: "degraded", Target: p.id, Result: "alert",
 				Duration: now.Sub(p.st.Opened).Seconds(),
-				Summary:  fmt.Sprintf("%s still dark since %s, gave up: %s", p.id, p.st.Opened.UTC().Format(time.RFC3339), p.st.Reason),
+				Summary: fmt.Sprintf("%s still dark since %s (%s); gave up: %s", p.id, p.st.Opened.UTC().Format(time.RFC3339),
+					p.st.Reason, p.st.GaveUp),
 				Evidence: map[string]any{"next_alert_seconds": p.alertEvery.Seconds()}})
 		}
 	}
@@ -461,13 +463,13 @@ func (m *TunnelMonitor) apply(t *tunnelRun, p *peerTrack, obs PeerObservation) {
 		}
 		t.log.Info("rung not verified in time", "peer", p.id, "rung", rung, "verify_timeout_seconds", t.pol.VerifyTimeout.Seconds(), "reason", p.st.Reason)
 	case prev.Phase != PeerDegraded && p.st.Phase == PeerDegraded:
-		t.log.Error("gave up on peer: alerting only until it is healthy", "peer", p.id, "reason", p.st.Reason)
+		t.log.Error("gave up on peer: alerting only until it is healthy", "peer", p.id, "why", p.st.GaveUp, "reason", p.st.Reason)
 		p.holdKind, p.hold = "", ""
 		p.alertEvery = ladderAlertBackoff(0, m.cooldown, m.window)
 		p.alertAt = now.Add(p.alertEvery)
 		m.event(Event{Time: now, Kind: "gave-up", Target: p.id, Result: "degraded",
 			Duration: now.Sub(p.st.Opened).Seconds(),
-			Summary:  fmt.Sprintf("%s: gave up, alert only until healthy: %s", p.id, p.st.Reason),
+			Summary:  fmt.Sprintf("%s: gave up, alert only until healthy: %s (%s)", p.id, p.st.GaveUp, p.st.Reason),
 			Evidence: m.peerEvidence(p, now)})
 	}
 }
@@ -718,7 +720,7 @@ func (m *TunnelMonitor) publish() {
 		}
 		for _, p := range t.order {
 			v = append(v, peerView{
-				id: p.id, phase: p.st.Phase, since: p.st.Since, reason: p.st.Reason,
+				id: p.id, phase: p.st.Phase, since: p.st.Since, reason: p.st.Reason, gaveUp: p.st.GaveUp,
 				hold: p.hold, lastAction: p.lastAction,
 				handshake: p.sig.handshake, handshakeAge: p.sig.handshakeAge(now),
 				rxDelta: p.sig.rxDelta, txDelta: p.sig.txDelta, probe: p.probe,
@@ -751,6 +753,8 @@ func (m *TunnelMonitor) Checks() []Check {
 		c := Check{Kind: "peer", Target: v.id, State: string(phase), Healthy: phase == PeerOK,
 			LastAction: v.lastAction, Since: v.since}
 		switch {
+		case v.gaveUp != "":
+			c.Detail = "gave up: " + v.gaveUp + "; " + v.reason
 		case v.hold != "":
 			c.Detail = v.reason + "; waiting: " + v.hold
 		default:

@@ -31,7 +31,8 @@ type PeerState struct {
 	Rung    int       // index in the heal list of the next rung to try
 	ActedAt time.Time // when the rung being verified started (healing)
 	DoneAt  time.Time // when it returned: verify_timeout counts from here
-	Reason  string    // the bad signal, or why the ladder gave up
+	Reason  string    // the last bad signal
+	GaveUp  string    // why the ladder gave up (degraded)
 	Opened  time.Time // when the incident opened (entered down); zero: none open
 }
 
@@ -77,7 +78,7 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 		return s // never act on an observation that could not be made
 	}
 	if s.Phase == "" {
-		s.Phase = PeerOK
+		s.Phase, s.Since = PeerOK, obs.Now // first observation of a fresh peer
 	}
 	enter := func(ph PeerPhase) {
 		if s.Phase != ph {
@@ -88,7 +89,7 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 	switch {
 	case obs.GaveUp:
 		enter(PeerDegraded)
-		s.Reason = obs.Reason
+		s.GaveUp = obs.Reason
 		return s
 	case obs.Started != "":
 		enter(PeerHealing)
@@ -107,7 +108,7 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 		return s
 	case !obs.Bad:
 		enter(PeerOK)
-		s.Streak, s.Rung, s.Reason = 0, 0, ""
+		s.Streak, s.Rung, s.Reason, s.GaveUp = 0, 0, "", ""
 		s.ActedAt, s.DoneAt, s.Opened = time.Time{}, time.Time{}, time.Time{}
 		return s
 	}

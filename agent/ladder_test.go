@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+func TestLadderDecide(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	full := configs.Tunnel{Interface: "wg0", Heal: configs.HealRungs, EndpointHost: "hub.example.net", Unit: "wg-quick@wg0.service"}
+	bare := configs.Tunnel{Interface: "wg0", Heal: configs.HealRungs}
+	fine := ladderGuards{UplinkOK: true, ClockOK: true}
+	fresh := func() *actionBudget { return newActionBudget(3, time.Hour, 30*time.Second) }
+	spentAt := func(secs ...int) func() *actionBudget {
+		return func() *actionBudget {
+			b := fresh()
+			for _, s := range secs {
+				b.spend(t0.Add(time.Duration(s) * time.Second))
+			}
+			return b
+		}
+	}
+	tests := []struct {
+		name   string
+		t      configs.Tunnel
+		from   int
+		g      ladderGuards
+		budget func() *actionBudget
+		want   ladderStep
+	}{
+		{
+			name: "the first rung with all guards fine is reassert",
+			t:    full, g: fine, budget: fresh,
+			want: ladderStep{Index: 0, Rung: "reassert"},
+		},
+		{
+			name: "an uplink outage holds even the free reassert",
+			t:    full, g: ladderGuards{UplinkCause: "no default route", ClockOK: true}, budget: fresh,
+			want: ladderStep{Index: 0, Rung: "reassert", HoldKind: holdUplink, Hold: "uplink outage: no default route"},
+		},
+		{
+			name: "a bad clock does not hold reassert, which is not disruptive",
+			t:    full, g: ladderGuards{UplinkOK: true, ClockCause: "clock not synchronised"}, budget: fresh,
+			want: ladderStep{Index: 0, Rung: "reassert"},
+		},
+		{
+			name: "a bad clock holds the forced handshake",
+			t:    full, from: 1, g: ladderGuards{UplinkOK: true, ClockCause: "clock stepped back"}, budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdClock, Hold: "clock stepped back"},
+		},
+		{
+			name: "a cooldown holds the next disruptive rung",
+			t:    full, from: 2, g: fine, budget: spentAt(-10),
+			want: ladderStep{Index: 2, Rung: "reresolve", HoldKind: holdCooldown, Hold: "cooldown: reresolve in 20s"},
+		},
+		{
+			name: "after the cooldown the next rung runs",
+			t:    full, from: 2, g: fine, budget: spentAt(-30),
+			want: ladderStep{Index: 2, Rung: "reresolve"},
+		},
+		{
+			name: "a spent budget gives up instead of waiting for the window",
+			t:    full, from: 3, g: fine, budget: spentAt(-1000, -500, -100),
+			want: ladderStep{GiveUp: "budget spent: 3 disruptive actions in 1h0m0s (next rung bounce)"},
+		},
+		{
+			name: "actions older than the window no longer count",
+			t:    full, from: 3, g: fine, budget: spentAt(-4000, -500, -100),
+			want: ladderStep{Index: 3, Rung: "bounce"},
+		},
+		{
+			name: "reresolve without endpoint_host is skipped",
+			t:    bare, from: 2, g: fine, budget: fresh,
+			want: ladderStep{Index: 3, Rung: "bounce"},
+		},
+		{
+			name: "restart-unit without a unit leaves nothing after bounce: give up",
+			t:    bare, from: 4, g: fine, budget: fresh,
+			want: ladderStep{GiveUp: "every rung tried (heal: reassert, handshake, reresolve, bounce, restart-unit)"},
+		},
+		{
+			name: "a custom heal order is followed",
+			t:    configs.Tunnel{Heal: []string{"handshake", "reassert"}}, g: fine, budget: fresh,
+			want: ladderStep{Index: 0, Rung: "handshake"},
+		},
+		{
+			name: "an empty heal list gives up at once",
+			t:    configs.Tunnel{}, g: fine, budget: fresh,
+			want: ladderStep{GiveUp: "every rung tried (heal: )"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ladderDecide(tt.t, tt.from, tt.g, tt.budget(), t0)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ladderDecide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestActionBudget(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	b := newActionBudget(2, 10*time.Minute, time.Minute)
+	type point struct {
+		Left    int
+		Cooling bool
+	}
+	var got []point
+	look := func(s int) { got = append(got, point{b.left(at(s)), b.cooling(at(s))}) }
+	look(0)
+	b.spend(at(0))
+	look(30)
+	look(60)
+	b.spend(at(60))
+	look(61)
+	look(599) // both still in the window
+	look(600) // the first one left it
+	look(660) // both left it
+	want := []point{{2, false}, {1, true}, {1, false}, {0, true}, {0, false}, {1, false}, {2, false}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("budget over time (-want +got):\n%s", diff)
+	}
+}
+
+func TestActionBudgetCooldownOutlivesWindow(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	b := newActionBudget(1, time.Second, time.Minute)
+	b.spend(t0)
+	if now := t0.Add(10 * time.Second); b.left(now) != 1 || !b.cooling(now) {
+		t.Errorf("10 s later: left %d cooling %v, want 1 true (the cooldown holds past a short window)", b.left(now), b.cooling(now))
+	}
+}
+
+func TestClockVerdict(t *testing.T) {
+	tests := []struct {
+		name   string
+		cs     ClockStatus
+		err    error
+		wantOK bool
+		want   string
+	}{
+		{name: "a synchronised clock lets repairs run", cs: ClockStatus{Synchronized: true}, wantOK: true},
+		{
+			name: "a clock that stepped back is the likely cause",
+			cs:   ClockStatus{Synchronized: true, SteppedBack: true, Detail: "wall clock 42s behind"},
+			want: "clock stepped back (wall clock 42s behind): peers drop handshakes with an older timestamp; likely cause, not bouncing the tunnel",
+		},
+		{
+			name: "an unsynchronised clock is the likely cause",
+			cs:   ClockStatus{},
+			want: "clock not synchronised: peers drop handshakes if it went back; likely cause, not bouncing the tunnel",
+		},
+		{
+			name: "an unreadable clock status holds repairs: an unobserved guard lets nothing through",
+			err:  errors.New("adjtimex: operation not permitted"),
+			want: "clock status unknown: adjtimex: operation not permitted",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, cause := clockVerdict(tt.cs, tt.err)
+			if ok != tt.wantOK || cause != tt.want {
+				t.Errorf("clockVerdict = %v %q, want %v %q", ok, cause, tt.wantOK, tt.want)
+			}
+		})
+	}
+}
+
+func TestLadderAlertBackoff(t *testing.T) {
+	var got []time.Duration
+	var d time.Duration
+	for range 8 {
+		d = ladderAlertBackoff(d, 30*time.Second, time.Hour)
+		got = append(got, d)
+	}
+	m := time.Minute
+	want := []time.Duration{m, 2 * m, 4 * m, 8 * m, 16 * m, 32 * m, 60 * m, 60 * m}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("alert waits (-want +got):\n%s", diff)
+	}
+}
