@@ -415,6 +415,8 @@ func (l *Lab) BrokerPublicAddr() netip.AddrPort {
 // HostsFile is the edge namespace's hosts file, which `ip netns exec`
 // (and Command) mounts over /etc/hosts. It maps CloudHost to the cloud's
 // current public address and is rewritten in place by MoveCloudEndpoint.
+// Next to it, resolv.conf points at the edge's own loopback, where nothing
+// answers: names not in the hosts file fail at once.
 func (l *Lab) HostsFile() string {
 	return filepath.Join(etcNetnsDir, l.NetnsName(Edge), "hosts")
 }
@@ -431,7 +433,17 @@ func (l *Lab) writeHosts() error {
 		return fmt.Errorf("writing %s: %w", p, err)
 	}
 	_, err = f.WriteString(content)
-	return errors.Join(err, f.Close())
+	if err := errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	// No DNS server in the lab: lookups that miss the hosts file fail at
+	// once on the edge's loopback instead of timing out toward the
+	// machine's own resolver.
+	rc := filepath.Join(filepath.Dir(p), "resolv.conf")
+	if _, err := os.Stat(rc); err == nil {
+		return nil
+	}
+	return os.WriteFile(rc, []byte("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644)
 }
 
 // Info is the lab's names and addresses, as written to <RunDir>/lab.json

@@ -2,12 +2,16 @@ package lab_test
 
 import (
 	"context"
+	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeheal/edgeheal/internal/lab"
 	"github.com/safchain/ethtool"
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // waitFor polls cond every 50 ms until it holds or d passes.
@@ -184,4 +188,155 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 			t.Errorf("left behind after a failed start: %v", left)
 		}
 	})
+}
+
+func TestLabMoveCloudEndpointDarkensTunnelUntilTheNameIsResolvedAgain(t *testing.T) {
+	l := lab.New(t, lab.Options{OffloadOff: true})
+	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
+
+	moved := time.Now()
+	addr, err := l.MoveCloudEndpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == l.EdgeUplinkAddr() || addr.String() == "192.0.2.1" || l.CloudPublicAddr() != addr {
+		t.Fatalf("moved to %v (CloudPublicAddr %v); want a new cloud address", addr, l.CloudPublicAddr())
+	}
+	out, err := l.Exec(context.Background(), lab.Edge, "getent", "ahostsv4", lab.CloudHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(out)); len(got) == 0 || got[0] != addr.String() {
+		t.Fatalf("%s resolves in the edge to %q; want %v", lab.CloudHost, out, addr)
+	}
+	time.Sleep(2 * time.Second)
+	if st := l.StatsSince(moved.Add(200 * time.Millisecond)); st.Received != 0 {
+		t.Errorf("telemetry after the move = %d received; want none (the edge still uses the old endpoint)", st.Received)
+	}
+
+	// Re-resolving, as reresolve-dns.sh or edgeheal would.
+	resolved := time.Now()
+	_, err = l.Exec(context.Background(), lab.Edge, "wg", "set", l.EdgeWG(), "peer", l.CloudPublicKey().String(), "endpoint", lab.CloudHost+":51820")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, 20*time.Second, "telemetry after re-resolving", func() bool { return l.StatsSince(resolved).Received > 0 })
+	t.Logf("cloud moved to %v; telemetry back %v after the edge re-resolved %s", addr, d.Round(time.Millisecond), lab.CloudHost)
+}
+
+func TestLabRestartCloudWireGuardKeepsKeyAndPortButDropsSessions(t *testing.T) {
+	l := lab.New(t, lab.Options{OffloadOff: true})
+	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+
+	if err := l.RestartCloudWireGuard(); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := wg.Device(l.CloudWG())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.PublicKey != l.CloudPublicKey() || dev.ListenPort != lab.WireGuardPort {
+		t.Errorf("restarted cloud device key %v port %d; want %v %d", dev.PublicKey, dev.ListenPort, l.CloudPublicKey(), lab.WireGuardPort)
+	}
+	if len(dev.Peers) != 1 || !dev.Peers[0].LastHandshakeTime.IsZero() || dev.Peers[0].Endpoint != nil {
+		t.Fatalf("restarted cloud peers = %+v; want the edge, with no session and no endpoint", dev.Peers)
+	}
+
+	// A forced handshake from the edge (remove and re-add the peer, as
+	// edgeheal's handshake rung does) brings the tunnel back at once.
+	edge, err := wg.Device(l.EdgeWG())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := edge.Peers[0]
+	ka := 25 * time.Second
+	forced := time.Now()
+	err = wg.ConfigureDevice(l.EdgeWG(), wgtypes.Config{Peers: []wgtypes.PeerConfig{{PublicKey: p.PublicKey, Remove: true}}})
+	if err == nil {
+		err = wg.ConfigureDevice(l.EdgeWG(), wgtypes.Config{Peers: []wgtypes.PeerConfig{{
+			PublicKey: p.PublicKey, Endpoint: p.Endpoint, AllowedIPs: p.AllowedIPs, PersistentKeepaliveInterval: &ka,
+		}}})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, 10*time.Second, "telemetry after a forced handshake", func() bool { return l.StatsSince(forced).Received > 0 })
+	t.Logf("cloud WireGuard restarted; telemetry back %v after a forced handshake", d.Round(time.Millisecond))
+}
+
+// connectTime is how long a TCP connect from the pod to the broker through
+// the tunnel takes, or an error.
+func connectTime(l *lab.Lab) (time.Duration, error) {
+	var d time.Duration
+	err := l.Do(lab.Pod, func() error {
+		begin := time.Now()
+		c, err := net.DialTimeout("tcp", l.BrokerTunnelAddr().String(), 2*time.Second)
+		d = time.Since(begin)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	return d, err
+}
+
+func TestLabDelayAndLossShapeTheModemsTraffic(t *testing.T) {
+	l := lab.New(t, lab.Options{OffloadOff: true, NoTelemetry: true, Keepalive: time.Second})
+	waitFor(t, 10*time.Second, "a handshake", func() bool { return handshakeDone(t, l) })
+	if _, err := connectTime(l); err != nil {
+		t.Fatalf("connecting through a passing modem: %v", err)
+	}
+
+	if err := l.Delay(150*time.Millisecond, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	d, err := connectTime(l)
+	if err != nil {
+		t.Fatalf("connecting through a delaying modem: %v", err)
+	}
+	// SYN and SYN-ACK each cross the modem once: at least two delays.
+	if d < 300*time.Millisecond {
+		t.Errorf("connect through a 150 ms modem took %v; want at least 300 ms", d)
+	}
+
+	if err := l.Loss(100, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := connectTime(l); err == nil {
+		t.Errorf("connect through a modem losing 100%% succeeded; want a timeout")
+	}
+	if err := l.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := connectTime(l); err != nil {
+		t.Errorf("connecting after pass: %v", err)
+	}
+}
+
+func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
+	l := lab.New(t, lab.Options{OffloadOff: true})
+	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
+	stopped := time.Now()
+	if err := l.StopBroker(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if st := l.StatsSince(stopped.Add(200 * time.Millisecond)); st.Received != 0 {
+		t.Errorf("telemetry with the broker stopped = %d received; want none", st.Received)
+	}
+	if err := l.StartBroker(); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	d := waitFor(t, 10*time.Second, "telemetry after the broker returned", func() bool { return l.StatsSince(started).Received > 0 })
+	hs, err := l.EdgeHandshake()
+	if err != nil || hs.IsZero() {
+		t.Errorf("edge handshake = %v, %v; the tunnel should not care about the broker", hs, err)
+	}
+	t.Logf("broker back; telemetry %v later", d.Round(time.Millisecond))
 }

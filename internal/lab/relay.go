@@ -67,6 +67,11 @@ func (f Fault) String() string {
 // namespace on AF_PACKET sockets. Like a NIC that mishandles offloaded
 // checksums, it never completes a checksum the sender left to offload: the
 // frame leaves with the partial checksum it came with.
+//
+// Like a carrier-grade NAT, it lets UDP reach the edge (link a) only from
+// an address and port the edge has sent UDP to: a cloud that changes its
+// address cannot reach the edge from the new one (WireGuard would roam to
+// it) until the edge itself sends there.
 type relay struct {
 	ns   netns.NsHandle
 	a, b string // link names inside ns
@@ -80,15 +85,41 @@ type relay struct {
 	sockMu sync.RWMutex
 	fa, fb int // current sockets; -1 while closed
 
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	frames  atomic.Uint64 // forwarded
-	dropped atomic.Uint64 // dropped by a fault or a failed write
+	nat map[[6]byte]struct{} // remote ip:port the edge sent UDP to; guarded by mu
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	frames   atomic.Uint64 // forwarded
+	dropped  atomic.Uint64 // dropped by a fault or a failed write
+	filtered atomic.Uint64 // UDP to the edge from an address it never sent to
+}
+
+// udpRemote returns the remote (non-edge) IPv4 address and port of a UDP
+// frame: the destination of an outgoing one (fromEdge), the source of an
+// incoming one.
+func udpRemote(frame []byte, fromEdge bool) (key [6]byte, ok bool) {
+	const eth = 14
+	if len(frame) < eth+20 || frame[12] != 0x08 || frame[13] != 0x00 {
+		return key, false
+	}
+	ihl := int(frame[eth]&0x0f) * 4
+	if frame[eth+9] != unix.IPPROTO_UDP || ihl < 20 || len(frame) < eth+ihl+8 {
+		return key, false
+	}
+	udp := frame[eth+ihl:]
+	if fromEdge {
+		copy(key[:4], frame[eth+16:eth+20]) // destination address
+		copy(key[4:], udp[2:4])             // destination port
+	} else {
+		copy(key[:4], frame[eth+12:eth+16]) // source address
+		copy(key[4:], udp[0:2])             // source port
+	}
+	return key, true
 }
 
 // startRelay opens the sockets and starts one goroutine per direction.
 func startRelay(ns netns.NsHandle, a, b string) (*relay, error) {
-	r := &relay{ns: ns, a: a, b: b, fa: -1, fb: -1, stop: make(chan struct{})}
+	r := &relay{ns: ns, a: a, b: b, fa: -1, fb: -1, stop: make(chan struct{}), nat: map[[6]byte]struct{}{}}
 	if err := r.rebind(); err != nil {
 		return nil, err
 	}
@@ -196,8 +227,18 @@ func (r *relay) pump(aToB bool) {
 
 // forward applies the fault to one frame and writes it to the other link.
 func (r *relay) forward(aToB bool, frame []byte) {
+	key, isUDP := udpRemote(frame, aToB)
 	r.mu.Lock()
 	f := r.fault
+	if isUDP {
+		if aToB {
+			r.nat[key] = struct{}{}
+		} else if _, ok := r.nat[key]; !ok {
+			r.mu.Unlock()
+			r.filtered.Add(1)
+			return
+		}
+	}
 	r.mu.Unlock()
 	switch f.Kind {
 	case FaultBlackhole:

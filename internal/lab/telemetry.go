@@ -97,11 +97,18 @@ func clientOptions(broker, id string, dial paho.OpenConnectionFunc) *paho.Client
 	return o
 }
 
+// publish records one message per tick, at a steady rate whatever the
+// network does, and hands it to send. A message the client cannot take at
+// once (not connected, or still blocked on the previous one) is lost, as
+// a sensor reading would be.
 func (t *telemetry) publish(rate int) {
 	defer t.wg.Done()
+	out := make(chan []byte, 1)
+	t.wg.Add(1)
+	go t.send(out)
+	defer close(out)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
-	var buf [16]byte
 	for {
 		select {
 		case <-t.stopc:
@@ -113,12 +120,25 @@ func (t *telemetry) publish(rate int) {
 			t.recv = append(t.recv, time.Time{})
 			t.mu.Unlock()
 			if !t.pub.IsConnectionOpen() {
-				continue // lost: the pod has no connection
+				continue
 			}
+			buf := make([]byte, 16)
 			binary.BigEndian.PutUint64(buf[:8], seq)
 			binary.BigEndian.PutUint64(buf[8:], uint64(now.UnixNano()))
-			t.pub.Publish(TelemetryTopic, 0, false, append([]byte(nil), buf[:]...))
+			select {
+			case out <- buf:
+			default:
+			}
 		}
+	}
+}
+
+// send publishes what publish hands it; Publish blocks up to the client's
+// write timeout while the connection is stuck.
+func (t *telemetry) send(in <-chan []byte) {
+	defer t.wg.Done()
+	for p := range in {
+		t.pub.Publish(TelemetryTopic, 0, false, p)
 	}
 }
 
