@@ -149,8 +149,12 @@ func supervise(d dirs) error {
 	ln.Close()
 	wg.Wait()
 	cerr := l.Close()
-	_ = os.Remove(d.state())
-	_ = os.Remove(d.socket())
+	// Everything in the run directory goes: `down`, Ctrl-C (--foreground)
+	// and SIGTERM leave nothing behind.
+	for _, p := range []string{d.state(), d.socket(), d.options(), d.log()} {
+		_ = os.Remove(p)
+	}
+	_ = os.Remove(string(d)) // only when empty
 	if reply != nil {
 		resp := response{OK: cerr == nil, Result: "down"}
 		if cerr != nil {

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+)
+
+// buildCLI builds edgeheal-lab into a temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./cmd/edgeheal-lab/`")
+	}
+	bin := filepath.Join(t.TempDir(), "edgeheal-lab")
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func prefix() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return "ehc" + hex.EncodeToString(b[:])
+}
+
+type cli struct {
+	t      *testing.T
+	bin    string
+	runDir string
+}
+
+func (c cli) run(args ...string) (string, error) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, append([]string{"--run-dir", c.runDir}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func (c cli) must(args ...string) string {
+	c.t.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		c.t.Fatalf("edgeheal-lab %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (c cli) state() state {
+	c.t.Helper()
+	s, err := readState(dirs(c.runDir))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+// requireNothingLeft checks namespaces, sockets, links, processes, the
+// supervisor and the run directory.
+func requireNothingLeft(t *testing.T, p, runDir string, pid int) {
+	t.Helper()
+	if left := lab.Leftovers(p, filepath.Join(runDir, p)); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if !waitGone(pid, 5*time.Second) { // a zombie awaiting its reaper counts as gone
+		t.Errorf("supervisor %d still running", pid)
+	}
+	if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+		ents, _ := os.ReadDir(runDir)
+		t.Errorf("run directory %s still exists with %d entries", runDir, len(ents))
+	}
+}
+
+func TestLabCLIUpStatusFaultExecDown(t *testing.T) {
+	c := cli{t: t, bin: buildCLI(t), runDir: filepath.Join(t.TempDir(), "run")}
+	p := prefix()
+	t.Cleanup(func() { c.run("down"); lab.Sweep(p, filepath.Join(c.runDir, p)) })
+
+	out := c.must("up", "--prefix", p, "--offload", "off")
+	t.Logf("up: %s", strings.SplitN(out, "\n", 2)[0])
+	s := c.state()
+
+	if out, err := c.run("up", "--prefix", prefix()); err == nil || !strings.Contains(out, "a lab exists") {
+		t.Errorf("a second up = %v, %q; want a refusal naming the existing lab", err, out)
+	}
+
+	var st lab.Status
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if err := json.Unmarshal([]byte(c.must("status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Telemetry != nil && st.Telemetry.Received > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no telemetry within 15 s: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st.UplinkTxChecksum["tx-checksum-ip-generic"] || len(st.Tunnels) != 2 {
+		t.Errorf("status = %+v; want offload off and two tunnels", st)
+	}
+	if txt := c.must("status"); !strings.Contains(txt, "UdpInCsumErrors") {
+		t.Errorf("status text lacks UdpInCsumErrors:\n%s", txt)
+	}
+
+	if out := c.must("fault", "blackhole", "--for", "1s"); !strings.Contains(out, "blackhole for 1s") {
+		t.Errorf("fault blackhole = %q", out)
+	}
+	if out, err := c.run("fault", "loss", "200"); err == nil {
+		t.Errorf("fault loss 200 = %q, nil; want an error", out)
+	}
+	c.must("fault", "replug")
+	if txt := c.must("status"); !strings.Contains(txt, "tx-checksum-ip-generic: on") {
+		t.Errorf("after replug the status does not show offload on:\n%s", txt)
+	}
+
+	if out := c.must("exec", "edge", "--", "ip", "-br", "link"); !strings.Contains(out, s.Info.EdgeUplink) {
+		t.Errorf("exec edge ip link = %q; want %s", out, s.Info.EdgeUplink)
+	}
+	if out := c.must("env"); !strings.Contains(out, `LAB_PREFIX="`+p+`"`) {
+		t.Errorf("env = %q", out)
+	}
+
+	c.must("down")
+	requireNothingLeft(t, p, c.runDir, s.PID)
+}
+
+func TestLabCLIDownSweepsAfterTheSupervisorWasKilled(t *testing.T) {
+	c := cli{t: t, bin: buildCLI(t), runDir: filepath.Join(t.TempDir(), "run")}
+	p := prefix()
+	t.Cleanup(func() { c.run("down"); lab.Sweep(p, filepath.Join(c.runDir, p)) })
+
+	c.must("up", "--prefix", p, "--broker", "mosquitto", "--no-telemetry")
+	s := c.state()
+	if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if left := lab.Leftovers(p, ""); len(left) == 0 {
+		t.Fatalf("nothing left after kill -9; the test shows nothing")
+	}
+	if out, err := c.run("up", "--prefix", p); err == nil {
+		t.Fatalf("up over a stale lab = %q, nil; want a refusal", out)
+	}
+	c.must("down")
+	requireNothingLeft(t, p, c.runDir, s.PID)
+}
+
+func TestLabCLISIGTERMStopsTheLabAndRemovesEverything(t *testing.T) {
+	c := cli{t: t, bin: buildCLI(t), runDir: filepath.Join(t.TempDir(), "run")}
+	p := prefix()
+	t.Cleanup(func() { c.run("down"); lab.Sweep(p, filepath.Join(c.runDir, p)) })
+
+	c.must("up", "--prefix", p, "--no-telemetry")
+	s := c.state()
+	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !waitGone(s.PID, 10*time.Second) {
+		t.Fatalf("supervisor %d still running 10 s after SIGTERM", s.PID)
+	}
+	requireNothingLeft(t, p, c.runDir, s.PID)
+}
