@@ -52,8 +52,8 @@ func (ProbesWorkloadProber) MQTT(ctx context.Context, ns probes.Netns, cfg probe
 
 // Workload defaults, used when the config leaves a value zero.
 const (
-	DefaultWorkloadInterval = 10 * time.Second
-	DefaultWorkloadMisses   = 3
+	DefaultWorkloadInterval = 5 * time.Second
+	DefaultWorkloadMisses   = 2
 )
 
 // WorkloadMonitor probes each configured workload's broker from inside the
