@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/internal/crilab"
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+// allowAnyone lets every client connect (mochi's auth package would pull
+// in another yaml module).
+type allowAnyone struct{ mqtt.HookBase }
+
+func (h *allowAnyone) ID() string { return "allow-anyone" }
+
+func (h *allowAnyone) Provides(b byte) bool {
+	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
+}
+
+func (h *allowAnyone) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+
+func (h *allowAnyone) OnACLCheck(*mqtt.Client, string, bool) bool { return true }
+
+// startBrokerIn serves MQTT (mochi, anyone allowed) on a loopback port
+// created in ns, until the test ends, and returns the port.
+func startBrokerIn(t *testing.T, ns probes.Netns, port string) string {
+	t.Helper()
+	var l net.Listener
+	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp", "127.0.0.1:"+port); return err }); err != nil {
+		t.Fatalf("listening in %s: %v", ns, err)
+	}
+	s := mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err := s.AddHook(new(allowAnyone), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddListener(listeners.NewNet("probe", l)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	_, p, _ := net.SplitHostPort(l.Addr().String())
+	return p
+}
+
+// TestLabWorkloadMonitorFollowsRecreatedPods runs the workload monitor with
+// the real probes and CRI against a private containerd: it finds the pod
+// by labels and reaches a broker that exists only in the pod's namespace;
+// a newer pod is followed (re-resolved), removing it falls back to the
+// older one, and with no pod left the state is no-pod, with no tunnel
+// action at any point.
+func TestLabWorkloadMonitorFollowsRecreatedPods(t *testing.T) {
+	lab := crilab.Start(t)
+	ctx := t.Context()
+	labels := map[string]string{"app": "telemetry"}
+	loc := &probes.Locator{}
+	defer loc.Close()
+	cri, err := probes.DialCRI(lab.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cri.Close()
+	hostPort := startBrokerIn(t, probes.Netns{}, "0")
+
+	// runPod runs a sandbox and a broker inside it on port 1883.
+	runPod := func(name string) string {
+		t.Helper()
+		id, err := lab.RunSandbox(ctx, name, "factory", labels, nil)
+		if err != nil {
+			t.Fatalf("%v; containerd log:\n%s", err, lab.Log())
+		}
+		target, err := probes.ResolvePod(ctx, cri, probes.PodSelector{Namespace: "factory", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startBrokerIn(t, target.Netns, "1883")
+		return id
+	}
+
+	w := configs.Workload{
+		Name:      "telemetry",
+		Pod:       configs.Pod{Namespace: "factory", Labels: labels},
+		CRISocket: lab.Socket,
+		Tunnel:    "wg0",
+		Misses:    2,
+		MQTT: configs.Broker{
+			Broker:     "tcp://127.0.0.1:1883",
+			HostBroker: "tcp://127.0.0.1:" + hostPort,
+			Timeout:    configs.Duration(time.Second),
+		},
+	}
+	sus := &fakeSuspector{}
+	evs := &eventLog{}
+	m := NewWorkloadMonitor([]configs.Workload{w}, ProbesWorkloadProber{Locator: loc}, sus, evs.emit, slog.New(slog.DiscardHandler))
+	r := m.wls[0]
+	type view struct {
+		State, Diagnosis, Sandbox string
+		Events                    []string
+	}
+	look := func() view {
+		c := m.Checks()[0]
+		v := view{State: c.State, Events: evs.take()}
+		v.Diagnosis, _ = c.Fields["diagnosis"].(string)
+		v.Sandbox, _ = c.Fields["sandbox_id"].(string)
+		return v
+	}
+	step := func(what string, want view) {
+		t.Helper()
+		m.round(ctx, r)
+		if diff := cmp.Diff(want, look()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", what, diff)
+		}
+	}
+
+	step("no pod yet", view{State: WorkloadNoPod, Diagnosis: "no-pod", Events: []string{"workload/no-pod"}})
+	a := runPod("telemetry-a")
+	step("pod a runs", view{State: WorkloadOK, Diagnosis: "ok", Sandbox: a, Events: []string{"workload/ok"}})
+	if c := m.Checks()[0]; c.Fields["netns_source"] != probes.SourceCRI || c.Fields["pod"] != "factory/telemetry-a" {
+		t.Errorf("check fields %v: want source cri and pod factory/telemetry-a", c.Fields)
+	}
+	b := runPod("telemetry-b")
+	step("a newer pod b is followed", view{State: WorkloadOK, Diagnosis: "ok", Sandbox: b, Events: []string{"workload/re-resolved"}})
+	if err := lab.RemoveSandbox(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	step("b removed: back to a", view{State: WorkloadOK, Diagnosis: "ok", Sandbox: a, Events: []string{"workload/re-resolved"}})
+	if err := lab.RemoveSandbox(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	step("no pod left", view{State: WorkloadNoPod, Diagnosis: "no-pod", Events: []string{"workload/no-pod"}})
+	if ready, reason, _ := m.Ready("telemetry"); ready {
+		t.Errorf("ready with no pod (%s)", reason)
+	}
+	if s := sus.take(); len(s) != 0 {
+		t.Errorf("tunnel suspected: %v", s)
+	}
+}
