@@ -125,6 +125,7 @@ type Lab struct {
 	cloudPublic netip.Prefix
 	faultTimer  *time.Timer
 	faultUntil  time.Time
+	pluggedAt   time.Time
 	closed      bool
 }
 
@@ -250,6 +251,9 @@ func (l *Lab) start(ctx context.Context) error {
 		return err
 	}
 	if err := l.writeHosts(); err != nil {
+		return err
+	}
+	if err := l.writeEdgeWGConfig(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -466,6 +470,7 @@ type Info struct {
 	CloudEndpoint   string          `json:"cloud_endpoint"`
 	CloudHost       string          `json:"cloud_host"`
 	HostsFile       string          `json:"hosts_file"`
+	EdgeWGConfig    string          `json:"edge_wg_config"`
 	BrokerTunnel    string          `json:"broker_tunnel"`
 	BrokerPublic    string          `json:"broker_public"`
 }
@@ -490,6 +495,7 @@ func (l *Lab) Info() Info {
 		CloudEndpoint:   l.CloudEndpoint().String(),
 		CloudHost:       CloudHost,
 		HostsFile:       l.HostsFile(),
+		EdgeWGConfig:    l.EdgeWGConfig(),
 		BrokerTunnel:    l.BrokerTunnelAddr().String(),
 		BrokerPublic:    l.BrokerPublicAddr().String(),
 	}

@@ -112,10 +112,28 @@ func TestLabReplugBringsOffloadBackAndDarkensTunnel(t *testing.T) {
 	}
 
 	// The relay re-bound: with offload off again, traffic flows.
+	type seen struct {
+		at  time.Time
+		err error
+	}
+	offc := make(chan seen, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		at, err := l.WaitUplinkTxChecksumOff(ctx)
+		offc <- seen{at, err}
+	}()
+	time.Sleep(100 * time.Millisecond)
 	fixed := time.Now()
 	if err := l.SetUplinkTxChecksum(false); err != nil {
 		t.Fatal(err)
 	}
+	off := <-offc
+	if off.err != nil || off.at.Before(fixed) {
+		t.Errorf("WaitUplinkTxChecksumOff = %v, %v; want a time after %v", off.at, off.err, fixed)
+	}
+	t.Logf("offload exposure after the replug: %v (seen %v after the change)",
+		off.at.Sub(l.UplinkPluggedAt()).Round(time.Millisecond), off.at.Sub(fixed).Round(time.Microsecond))
 	d := waitFor(t, 20*time.Second, "telemetry after offload off again", func() bool { return l.StatsSince(fixed).Received > 0 })
 	t.Logf("replugged uplink dark for 3 s; telemetry back %v after offload off", d.Round(time.Millisecond))
 }
@@ -212,6 +230,10 @@ func TestLabMoveCloudEndpointDarkensTunnelUntilTheNameIsResolvedAgain(t *testing
 	time.Sleep(2 * time.Second)
 	if st := l.StatsSince(moved.Add(200 * time.Millisecond)); st.Received != 0 {
 		t.Errorf("telemetry after the move = %d received; want none (the edge still uses the old endpoint)", st.Received)
+	}
+
+	if out, err := l.Exec(context.Background(), lab.Edge, "wg-quick", "strip", l.EdgeWGConfig()); err != nil || !strings.Contains(string(out), lab.CloudHost) {
+		t.Errorf("wg-quick strip %s = %q, %v; want a config naming %s", l.EdgeWGConfig(), out, err, lab.CloudHost)
 	}
 
 	// Re-resolving, as reresolve-dns.sh or edgeheal would.

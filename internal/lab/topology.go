@@ -149,6 +149,7 @@ func (l *Lab) plugUplink() error {
 	if err != nil {
 		return err
 	}
+	l.pluggedAt = time.Now() // callers hold l.mu, or run before anyone else can
 	return nil
 }
 
