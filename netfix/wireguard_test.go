@@ -436,3 +436,27 @@ func TestFakeWireGuardResetsAReAddedPeer(t *testing.T) {
 		t.Errorf("OnAdd calls (-want +got):\n%s", diff)
 	}
 }
+
+// BenchmarkEnsureKeepaliveHub5000 is the steady-state re-assert on a hub
+// with 5,000 peers that already have their keepalive: one Device read, no
+// configuration (the fake's deep copy stands in for wgctrl's parsing).
+func BenchmarkEnsureKeepaliveHub5000(b *testing.B) {
+	wg := netfixtest.NewWireGuard()
+	peers := make([]wgtypes.Peer, 5000)
+	for i := range peers {
+		var k wgtypes.Key
+		k[0], k[1] = byte(i), byte(i>>8)
+		peers[i] = wgtypes.Peer{PublicKey: k, PersistentKeepaliveInterval: 25 * time.Second,
+			Endpoint: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 51820}, AllowedIPs: []net.IPNet{cidr("10.0.0.1/32")}}
+	}
+	wg.AddDevice("wg0", peers...)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := netfix.EnsureKeepalive(ctx, wg, "wg0", nil, 25*time.Second, false)
+		if err != nil || r.Changed {
+			b.Fatal(r, err)
+		}
+		wg.ResetCalls()
+	}
+}

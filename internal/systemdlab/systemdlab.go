@@ -85,15 +85,15 @@ type Systemd struct {
 	// PID is systemd's PID in the host's PID namespace.
 	PID int
 
-	dir     string
-	name    string
+	dir  string
+	name string
 
 	ptmx, pts   *os.File
 	console     *syncBuffer
 	consoleDone chan struct{}
-	cgroups []string
-	cmd     *exec.Cmd
-	waited  chan error
+	cgroups     []string
+	cmd         *exec.Cmd
+	waited      chan error
 }
 
 // maskedUnits may never start inside the lab: they touch state shared with

@@ -109,7 +109,9 @@ func NewNS(t testing.TB) *NS {
 // must stay locked so that it dies with its goroutine.
 type errLeftInNamespace struct{ err error }
 
-func (e errLeftInNamespace) Error() string { return "switching back to the original namespace: " + e.err.Error() }
+func (e errLeftInNamespace) Error() string {
+	return "switching back to the original namespace: " + e.err.Error()
+}
 
 // onLockedThread runs fn in a fresh goroutine locked to its OS thread and
 // unlocks the thread afterwards unless fn reported it could not switch it

@@ -270,4 +270,3 @@ func clonePeer(p wgtypes.Peer) wgtypes.Peer {
 func cloneIPNet(n net.IPNet) net.IPNet {
 	return net.IPNet{IP: slices.Clone(n.IP), Mask: slices.Clone(n.Mask)}
 }
-
