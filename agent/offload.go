@@ -469,7 +469,7 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, s probes.SelectedLink, t
 	if len(wrong) > 0 && key != st.lastWrong {
 		evs = append(evs, Event{
 			ID: NewEventID(), Time: start, Kind: EventOffloadDrift, Target: s.Name,
-			Summary: fmt.Sprintf("%s: %s %s (%s)", s.Name, strings.Join(wrong, ", "), isAre(wrong, "found in the wrong state"), trigger),
+			Summary: fmt.Sprintf("%s: guarded offload features in the wrong state: %s (%s)", s.Name, strings.Join(wrong, ", "), trigger),
 			Evidence: map[string]any{
 				"features": wrong, "changes": res.Changes, "trigger": trigger,
 				"uplink": sels, "detected_at": start.UTC().Format(time.RFC3339Nano), "dry_run": g.dryRun,
@@ -512,12 +512,14 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, s probes.SelectedLink, t
 	// successful change the features are right again, so the next drift
 	// is news; in a dry run or when the change did not apply they stay
 	// wrong, and repeating that every tick is not.
+	remaining := key // dry run, or the change failed
 	switch {
-	case res.Changed && err == nil:
-		st.lastWrong = ""
-	default:
-		st.lastWrong = key
+	case notApplied != nil:
+		remaining = strings.Join(notApplied.Features, ",")
+	case res.Changed:
+		remaining = ""
 	}
+	st.lastWrong = remaining
 	st.lastFixed = fkey
 	st.lastErr = ""
 	if err != nil {
@@ -562,13 +564,6 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, s probes.SelectedLink, t
 		return &res, fmt.Errorf("uplink %s: %w", s.Name, err)
 	}
 	return &res, nil
-}
-
-func isAre(list []string, rest string) string {
-	if len(list) == 1 {
-		return "is " + rest
-	}
-	return "are " + rest
 }
 
 // Checks returns one check of kind "uplink" per selected link, and one per

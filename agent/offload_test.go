@@ -454,6 +454,32 @@ func TestOffloadGuardReportsWhatItCannotFix(t *testing.T) {
 	}
 }
 
+func TestOffloadGuardReportsEveryDriftDespiteAConfigError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, []configs.Uplink{{Name: "wwan0", Features: map[string]string{"tx-csum": "off"}}}, false)
+		r.plug("wwan0")
+		stop := r.run(t)
+		defer stop()
+		for range 2 {
+			r.nic.SetFeature("wwan0", "tx-checksum-ip-generic", true)
+			r.links.Touch("wwan0")
+			synctest.Wait()
+		}
+		var drifts int
+		for _, ev := range r.ev.all() {
+			if ev.Kind == EventOffloadDrift {
+				drifts++
+			}
+		}
+		if drifts != 3 {
+			t.Errorf("%d drift events, want 3 (start and each time the feature came back): %q", drifts, r.ev.brief())
+		}
+		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
+			t.Errorf("%v still on", on)
+		}
+	})
+}
+
 func TestOffloadGuardFollowsTheDefaultRoute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newGuardRig(t, []configs.Uplink{{Name: configs.DefaultRoute}}, false)

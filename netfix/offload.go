@@ -199,6 +199,10 @@ func WantedFeatures(have map[string]FeatureState, txOff bool, extra map[string]s
 // a change but are fixed by the driver are listed in Fixed ("name: on
 // [fixed]") and are not errors. Each Changes entry reads "name: old -> new".
 //
+// When Change fails, Changes lists what was attempted and Changed is false;
+// when the read-back fails, Changed is true and Changes lists what was
+// asked for. Otherwise Changes lists only what the read-back confirmed.
+//
 // Errors: a missing link matches os.ErrNotExist (from the NIC); a feature
 // still wrong after the change matches ErrNotApplied and names it; a bad
 // extra feature matches ErrUnknownFeature or ErrConflict, and is returned
@@ -253,7 +257,6 @@ func ensure(ctx context.Context, nic NIC, link string, txOff bool, extra map[str
 		return r, errors.Join(err, configErr)
 	}
 	if err := nic.Change(link, change); err != nil {
-		r.Changes = nil
 		return r, errors.Join(fmt.Errorf("changing features of %s: %w", link, err), configErr)
 	}
 	// The SFEATURES ioctl can return success and leave a feature as it was
@@ -261,7 +264,6 @@ func ensure(ctx context.Context, nic NIC, link string, txOff bool, extra map[str
 	// read-back says what happened.
 	after, err := nic.FeaturesWithState(link)
 	if err != nil {
-		r.Changes = nil
 		r.Changed = true // the change was accepted; whether it applied is unknown
 		return r, errors.Join(fmt.Errorf("reading back features of %s: %w", link, err), configErr)
 	}

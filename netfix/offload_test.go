@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +25,8 @@ func TestEnsureTxChecksumOff(t *testing.T) {
 		features  map[string]netfix.FeatureState
 		extra     map[string]string
 		dryRun    bool
-		ignore    bool // the driver accepts the change and applies nothing
+		ignore    bool  // the driver accepts the change and applies nothing
+		changeErr error // the driver refuses the change
 		want      netfix.Result
 		wantCalls []string
 		wantErr   []error  // each must match errors.Is
@@ -169,6 +171,19 @@ func TestEnsureTxChecksumOff(t *testing.T) {
 			errHas:  []string{"tx-checksum-ip-generic still on"},
 		},
 		{
+			name:      "a change the driver refuses is an error that lists what was attempted",
+			features:  map[string]netfix.FeatureState{"tx-checksum-ip-generic": on},
+			changeErr: syscall.EOPNOTSUPP,
+			want: netfix.Result{Action: "offload-off", Target: "eth0",
+				Changes: []string{"tx-checksum-ip-generic: on -> off"}},
+			wantCalls: []string{
+				"FeaturesWithState eth0",
+				"Change eth0 tx-checksum-ip-generic=off",
+			},
+			wantErr: []error{syscall.EOPNOTSUPP},
+			errHas:  []string{"changing features of eth0"},
+		},
+		{
 			name:     "dry run reports what would change and changes nothing",
 			features: netfixtest.Veth(),
 			dryRun:   true,
@@ -187,6 +202,7 @@ func TestEnsureTxChecksumOff(t *testing.T) {
 				nic.SetLink("eth0", tt.features)
 			}
 			nic.IgnoreChanges("eth0", tt.ignore)
+			nic.FailChangeWith("eth0", tt.changeErr)
 
 			got, err := netfix.EnsureTxChecksumOff(context.Background(), nic, "eth0", tt.extra, tt.dryRun)
 

@@ -1,6 +1,7 @@
 package netfixtest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -21,6 +22,7 @@ type NIC struct {
 	// the driver that accepts the ioctl and does nothing.
 	ignore map[string]bool
 	errs   map[string]error // link -> error returned by every call
+	chErrs map[string]error // link -> error returned by Change only
 	calls  []string
 	// OnChange, if set, is called (without the lock held) after a Change
 	// was applied, with the link and the requested features.
@@ -35,6 +37,7 @@ func NewNIC() *NIC {
 		links:  map[string]map[string]netfix.FeatureState{},
 		ignore: map[string]bool{},
 		errs:   map[string]error{},
+		chErrs: map[string]error{},
 	}
 }
 
@@ -111,6 +114,18 @@ func (n *NIC) FailWith(link string, err error) {
 	n.errs[link] = err
 }
 
+// FailChangeWith makes Change on link return err (nil clears it), as a
+// driver that refuses the request (EOPNOTSUPP, EPERM) does; reads still work.
+func (n *NIC) FailChangeWith(link string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err == nil {
+		delete(n.chErrs, link)
+		return
+	}
+	n.chErrs[link] = err
+}
+
 // Features returns a copy of link's features (nil if it does not exist), without logging a call.
 func (n *NIC) Features(link string) map[string]netfix.FeatureState {
 	n.mu.Lock()
@@ -158,7 +173,7 @@ func (n *NIC) Change(link string, features map[string]bool) error {
 		parts = append(parts, fmt.Sprintf("%s=%s", k, map[bool]string{true: "on", false: "off"}[features[k]]))
 	}
 	n.calls = append(n.calls, "Change "+link+" "+strings.Join(parts, " "))
-	if err := n.errs[link]; err != nil {
+	if err := cmp.Or(n.errs[link], n.chErrs[link]); err != nil {
 		n.mu.Unlock()
 		return err
 	}
