@@ -44,7 +44,7 @@ func startMosquitto(t *testing.T) *broker { return startMosquittoIn(t, Netns{}) 
 
 // startMosquittoIn is startMosquitto inside ns (through nsenter, which
 // execs mosquitto, so the PID is mosquitto's).
-func startMosquittoIn(t *testing.T, ns Netns) *broker {
+func startMosquittoIn(t testing.TB, ns Netns) *broker {
 	t.Helper()
 	if _, err := os.Stat(mosquittoPath); err != nil {
 		t.Fatalf("mosquitto is needed: apt-get install -y --no-install-recommends mosquitto (%v)", err)
@@ -107,7 +107,7 @@ func (b *broker) stop() {
 	}
 }
 
-func waitListening(t *testing.T, ns Netns, addr string, logs func() string) {
+func waitListening(t testing.TB, ns Netns, addr string, logs func() string) {
 	t.Helper()
 	for i := 0; i < 100; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -123,7 +123,7 @@ func waitListening(t *testing.T, ns Netns, addr string, logs func() string) {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -133,7 +133,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ type testCerts struct {
 	ca, serverCert, serverKey, otherCA string
 }
 
-func makeCerts(t *testing.T, dir string) testCerts {
+func makeCerts(t testing.TB, dir string) testCerts {
 	t.Helper()
 	caKey, caCert, caPEM := newCA(t, "edgeheal test ca")
 	_, _, otherPEM := newCA(t, "edgeheal other ca")
@@ -185,7 +185,7 @@ func makeCerts(t *testing.T, dir string) testCerts {
 	return c
 }
 
-func newCA(t *testing.T, name string) (*ecdsa.PrivateKey, *x509.Certificate, string) {
+func newCA(t testing.TB, name string) (*ecdsa.PrivateKey, *x509.Certificate, string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

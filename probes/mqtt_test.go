@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -148,4 +149,49 @@ func appendInt(b []byte, i int) []byte {
 		b = appendInt(b, i/10)
 	}
 	return append(b, byte('0'+i%10))
+}
+
+func FuzzParseBroker(f *testing.F) {
+	for _, s := range []string{"tcp://broker:1883", "ssl://[fd00::1]:8883", "broker:1883", "mqtts://", "tcp://:0", "%zz://x"} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, tlsSet bool) {
+		hostport, _, err := parseBroker(s, tlsSet)
+		if err != nil {
+			return
+		}
+		if _, _, err := net.SplitHostPort(hostport); err != nil {
+			t.Errorf("parseBroker(%q) = %q, which is not host:port: %v", s, hostport, err)
+		}
+	})
+}
+
+// BenchmarkLabMQTTFromNamespace measures one CONNECT/CONNACK probe from
+// inside a namespace to a mosquitto in it (root).
+func BenchmarkLabMQTTFromNamespace(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root: sudo env PATH=$PATH go test -run XXX -bench LabMQTT ./probes")
+	}
+	ns := newNetns(b)
+	br := startMosquittoIn(b, ns)
+	cfg := MQTTConfig{Broker: "tcp://" + br.addr, Username: br.user, PasswordFile: br.passwd, Timeout: 2 * time.Second}
+	for b.Loop() {
+		r, err := MQTT(context.Background(), ns, cfg)
+		if err != nil || r.Class != ClassOK {
+			b.Fatalf("%+v, %v", r, err)
+		}
+	}
+}
+
+// BenchmarkLabNetnsDo measures entering a namespace and coming back.
+func BenchmarkLabNetnsDo(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root: sudo env PATH=$PATH go test -run XXX -bench LabNetnsDo ./probes")
+	}
+	ns := newNetns(b)
+	for b.Loop() {
+		if err := ns.Do(func() error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

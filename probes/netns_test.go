@@ -26,7 +26,7 @@ func needRoot(t *testing.T) {
 // newNetns creates an anonymous network namespace with lo up and returns
 // it as a Netns whose path is this process's fd for it. The namespace is
 // gone once the fd is closed at cleanup (and nothing else holds it).
-func newNetns(t *testing.T) Netns {
+func newNetns(t testing.TB) Netns {
 	t.Helper()
 	type made struct {
 		h   netns.NsHandle
