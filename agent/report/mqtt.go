@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -87,6 +88,19 @@ type Publisher struct {
 func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 	if opts.Config.Broker == "" {
 		return nil, errors.New("creating mqtt publisher: no broker configured")
+	}
+	u, err := url.Parse(opts.Config.Broker)
+	if err != nil {
+		return nil, fmt.Errorf("creating mqtt publisher: broker: %w", err)
+	}
+	switch u.Scheme {
+	case "ssl", "tls", "mqtts", "tcps", "mqtt+ssl":
+	case "tcp", "mqtt":
+		if opts.Config.TLS.Enabled() {
+			return nil, fmt.Errorf("creating mqtt publisher: tls is configured but the broker URL %s is plain %s://; use ssl://", opts.Config.Broker, u.Scheme)
+		}
+	default:
+		return nil, fmt.Errorf("creating mqtt publisher: broker URL %q: scheme must be tcp://, mqtt://, ssl://, tls:// or mqtts://", opts.Config.Broker)
 	}
 	if opts.Outbox == nil || opts.Session == nil {
 		return nil, errors.New("creating mqtt publisher: outbox and session are required")
@@ -277,7 +291,8 @@ func (p *Publisher) Stop(ctx context.Context) error {
 func (p *Publisher) run(ctx context.Context) {
 	backoff := p.opts.MinBackoff
 	for ctx.Err() == nil {
-		c, session, lost, err := p.connect(ctx)
+		l, err := p.connect(ctx)
+		session := p.session.Load()
 		if err != nil {
 			p.setErr(err)
 			// Full jitter, so a fleet that lost the broker together does not
@@ -298,7 +313,7 @@ func (p *Publisher) run(ctx context.Context) {
 		p.setErr(nil)
 		p.log.Info("mqtt connected", "session", session)
 		p.connected.Store(true)
-		err = p.serve(ctx, c, session, lost)
+		err = p.serve(ctx, l)
 		p.connected.Store(false)
 		if err != nil {
 			p.setErr(err)
@@ -316,19 +331,47 @@ func (p *Publisher) setErr(err error) {
 	}
 }
 
+// link is one broker connection.
+type link struct {
+	c       mqtt.Client
+	session uint64
+	lost    chan error // connection lost (buffered, 1)
+	raw     func() net.Conn
+}
+
+// abort closes the TCP connection without an MQTT DISCONNECT, so the broker
+// publishes the Will: the cloud must not keep seeing a stale "online" while
+// this node is reconnecting or gone.
+func (l *link) abort() {
+	if c := l.raw(); c != nil {
+		c.Close()
+	}
+	l.c.Disconnect(0) // releases paho's goroutines; the DISCONNECT cannot reach the broker now
+}
+
 // connect makes a new client whose Will carries a new session number and
-// connects it. It waits at most about DialTimeout, even if ctx is done, so
-// that a Stop during a connect can still say goodbye.
-func (p *Publisher) connect(ctx context.Context) (mqtt.Client, uint64, chan error, error) {
+// connects it. It waits at most about 2×DialTimeout, even if ctx is done,
+// so that a Stop during a connect can still say goodbye.
+func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	session, err := p.opts.Session.Next()
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, err
 	}
 	p.session.Store(session)
 	will, err := json.Marshal(StatusMessage{V: StatusVersion, State: StateLost, Session: session})
 	if err != nil {
-		return nil, session, nil, err
+		return nil, err
 	}
+	var tc *tls.Config
+	if p.opts.Config.TLS.Enabled() {
+		if tc, err = tlsConfig(p.opts.Config.TLS); err != nil {
+			return nil, err
+		}
+	}
+	var (
+		rawMu sync.Mutex
+		raw   net.Conn
+	)
 	o := mqtt.NewClientOptions().
 		AddBroker(p.opts.Config.Broker).
 		SetClientID(p.clientID).
@@ -342,28 +385,32 @@ func (p *Publisher) connect(ctx context.Context) (mqtt.Client, uint64, chan erro
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
 		SetConnectTimeout(p.opts.DialTimeout).
-		SetDialer(&net.Dialer{Timeout: p.opts.DialTimeout, KeepAlive: 30 * time.Second}).
 		SetWriteTimeout(p.opts.DialTimeout).
 		SetKeepAlive(30*time.Second).
 		SetPingTimeout(10*time.Second).
 		SetOrderMatters(false).
-		SetBinaryWill(p.StatusTopic(), will, 1, true)
+		SetBinaryWill(p.StatusTopic(), will, 1, true).
+		// Our own dial: a dial timeout of our choosing, no proxy from the
+		// environment (the report path is the host network, direct), and a
+		// handle on the TCP connection for abort.
+		SetCustomOpenConnectionFn(func(uri *url.URL, _ mqtt.ClientOptions) (net.Conn, error) {
+			c, err := dialBroker(uri, tc, p.opts.DialTimeout)
+			if err == nil {
+				rawMu.Lock()
+				raw = c
+				rawMu.Unlock()
+			}
+			return c, err
+		})
 	if p.opts.Config.Username != "" {
 		o.SetUsername(p.opts.Config.Username)
 	}
 	if p.opts.Config.PasswordFile != "" {
 		pw, err := readPassword(p.opts.Config.PasswordFile)
 		if err != nil {
-			return nil, session, nil, err
+			return nil, err
 		}
 		o.SetPassword(pw)
-	}
-	if p.opts.Config.TLS.Enabled() {
-		tc, err := tlsConfig(p.opts.Config.TLS)
-		if err != nil {
-			return nil, session, nil, err
-		}
-		o.SetTLSConfig(tc)
 	}
 	lost := make(chan error, 1)
 	o.SetConnectionLostHandler(func(_ mqtt.Client, err error) {
@@ -376,23 +423,71 @@ func (p *Publisher) connect(ctx context.Context) (mqtt.Client, uint64, chan erro
 	tok := c.Connect()
 	if !tok.WaitTimeout(2*p.opts.DialTimeout + time.Second) {
 		c.Disconnect(0)
-		return nil, session, nil, fmt.Errorf("connecting to %s: no CONNACK within %s", p.opts.Config.Broker, 2*p.opts.DialTimeout)
+		return nil, fmt.Errorf("connecting to %s: no CONNACK within %s", p.opts.Config.Broker, 2*p.opts.DialTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return nil, session, nil, fmt.Errorf("connecting to %s: %w", p.opts.Config.Broker, err)
+		return nil, fmt.Errorf("connecting to %s: %w", p.opts.Config.Broker, err)
 	}
-	return c, session, lost, nil
+	return &link{c: c, session: session, lost: lost, raw: func() net.Conn {
+		rawMu.Lock()
+		defer rawMu.Unlock()
+		return raw
+	}}, nil
+}
+
+// dialBroker opens the TCP (and TLS) connection for tcp://, mqtt://,
+// ssl://, tls://, mqtts:// and tcps:// URLs; default ports 1883 and 8883.
+func dialBroker(uri *url.URL, tc *tls.Config, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	host := uri.Host
+	switch uri.Scheme {
+	case "tcp", "mqtt":
+		if uri.Port() == "" {
+			host = net.JoinHostPort(uri.Hostname(), "1883")
+		}
+		return d.Dial("tcp", host)
+	case "ssl", "tls", "mqtts", "tcps", "mqtt+ssl":
+		if uri.Port() == "" {
+			host = net.JoinHostPort(uri.Hostname(), "8883")
+		}
+		if tc == nil {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12} // system roots
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", host)
+	}
+	return nil, fmt.Errorf("mqtt broker scheme %q is not supported (use tcp:// or ssl://)", uri.Scheme)
 }
 
 // serve runs one connection: status on connect, on change and on the
 // heartbeat; queued events in order. It returns nil after a clean goodbye
 // (ctx done) and an error when the connection was lost.
-func (p *Publisher) serve(ctx context.Context, c mqtt.Client, session uint64, lost chan error) error {
+func (p *Publisher) serve(ctx context.Context, l *link) error {
+	c, session, lost := l.c, l.session, l.lost
+	// fail ends the connection after an error: a goodbye if we are
+	// stopping anyway, otherwise an abort that lets the Will speak.
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			p.goodbye(c, session)
+			return nil
+		}
+		l.abort()
+		return err
+	}
 	var lastBody []byte // last status published, without its timestamp
 	publishStatus := func(force bool) error {
 		msg := p.status("", session, time.Now())
+		// A change is a change of what the cloud acts on: states, health,
+		// last actions, revision. Details (ages, counters) ride along but do
+		// not trigger a publish of their own; the heartbeat refreshes them.
 		key := msg
 		key.TS = time.Time{}
+		key.Checks = &ChecksSummary{Total: msg.Checks.Total, Healthy: msg.Checks.Healthy}
+		for _, it := range msg.Checks.Items {
+			it.Detail = ""
+			key.Checks.Items = append(key.Checks.Items, it)
+		}
 		kb, _ := json.Marshal(key)
 		if !force && bytes.Equal(kb, lastBody) {
 			return nil
@@ -401,39 +496,35 @@ func (p *Publisher) serve(ctx context.Context, c mqtt.Client, session uint64, lo
 		if err != nil {
 			return err
 		}
-		if err := p.wait(c.Publish(p.StatusTopic(), 1, true, b), lost); err != nil {
+		if err := p.wait(ctx, c.Publish(p.StatusTopic(), 1, true, b), lost); err != nil {
 			return fmt.Errorf("publishing status: %w", err)
 		}
 		lastBody = kb
 		return nil
 	}
 	if err := publishStatus(true); err != nil {
-		c.Disconnect(0)
-		return err
+		return fail(err)
 	}
 	heartbeat := time.NewTicker(p.opts.Heartbeat)
 	defer heartbeat.Stop()
-	var retry <-chan time.Time
 	drain := true
 	for {
 		if drain {
 			drain = false
 			more, err := p.publishEvents(ctx, c, lost)
 			if err != nil {
-				p.setErr(err)
-				p.log.Warn("mqtt event publish failed; will retry", "err", err)
-				retry = time.After(p.opts.MinBackoff)
-			} else if more {
-				drain = true
+				// No PUBACK in time (or the link broke): the connection
+				// is not to be trusted. Reconnect; the events stay queued.
+				return fail(err)
 			}
+			drain = more
 		}
 		if drain {
 			// Between batches, let a status change through first.
 			select {
 			case <-p.changed:
 				if err := publishStatus(false); err != nil {
-					c.Disconnect(0)
-					return err
+					return fail(err)
 				}
 			default:
 			}
@@ -444,21 +535,17 @@ func (p *Publisher) serve(ctx context.Context, c mqtt.Client, session uint64, lo
 			p.goodbye(c, session)
 			return nil
 		case err := <-lost:
+			c.Disconnect(0)
 			return fmt.Errorf("connection lost: %w", err)
 		case <-p.changed:
 			if err := publishStatus(false); err != nil {
-				c.Disconnect(0)
-				return err
+				return fail(err)
 			}
 		case <-heartbeat.C:
 			if err := publishStatus(true); err != nil {
-				c.Disconnect(0)
-				return err
+				return fail(err)
 			}
 		case <-p.opts.Outbox.Changed():
-			drain = true
-		case <-retry:
-			retry = nil
 			drain = true
 		}
 	}
@@ -488,7 +575,7 @@ func (p *Publisher) publishEvents(ctx context.Context, c mqtt.Client, lost chan 
 		if tok == nil {
 			continue
 		}
-		if werr := p.wait(tok, lost); werr != nil {
+		if werr := p.wait(ctx, tok, lost); werr != nil {
 			if err == nil {
 				err = fmt.Errorf("publishing event %s: %w", items[i].Event.ID, werr)
 			}
@@ -501,13 +588,16 @@ func (p *Publisher) publishEvents(ctx context.Context, c mqtt.Client, lost chan 
 	return err == nil && len(items) == p.opts.Window, err
 }
 
-// wait waits for a token up to AckTimeout. A lost connection fails it at
+// wait waits for a token up to AckTimeout, or until ctx is done (a Stop
+// must not wait for a hung broker). A lost connection fails it at
 // once (paho completes in-flight tokens with an error too; this is the
 // belt to that brace), and the loss is put back for the caller's select.
-func (p *Publisher) wait(tok mqtt.Token, lost chan error) error {
+func (p *Publisher) wait(ctx context.Context, tok mqtt.Token, lost chan error) error {
 	t := time.NewTimer(p.opts.AckTimeout)
 	defer t.Stop()
 	select {
+	case <-ctx.Done():
+		return fmt.Errorf("stopping: %w", ctx.Err())
 	case <-tok.Done():
 		return tok.Error()
 	case err := <-lost:

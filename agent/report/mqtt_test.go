@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -459,5 +462,199 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStatusIsRepublishedOnAChangeAndOnTheHeartbeatOnly(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-g": "pw-g", "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	stateDir := t.TempDir()
+	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	sess, _ := OpenSession(stateDir)
+	p, err := NewPublisher(PublisherOptions{Config: m.nodeConfig(t, "node-g", "pw-g"), Node: configs.Node{Name: "node-g"},
+		Outbox: ob, Session: sess, DialTimeout: 3 * time.Second, Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 5s old"}})
+	p.Start(context.Background())
+	defer p.Stop(context.Background())
+	topic := testPrefix + "/node-g/status"
+	w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateOnline })
+
+	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 10s old"}})
+	select {
+	case msg := <-w.status:
+		t.Errorf("a detail-only change was published: %s", msg.Payload())
+	case <-time.After(500 * time.Millisecond):
+	}
+	p.SetConfigRevision("r2")
+	got := w.nextStatus(t, topic, func(map[string]any) bool { return true })
+	if got["config_revision"] != "r2" {
+		t.Errorf("after a revision change: %v", got)
+	}
+	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "probe failed"}})
+	got = w.nextStatus(t, topic, func(map[string]any) bool { return true })
+	if got["state"] != StateDegraded {
+		t.Errorf("after a check went down: state %v, want degraded", got["state"])
+	}
+}
+
+func TestStatusHeartbeatRepublishes(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-h": "pw-h", "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	stateDir := t.TempDir()
+	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	sess, _ := OpenSession(stateDir)
+	p, err := NewPublisher(PublisherOptions{Config: m.nodeConfig(t, "node-h", "pw-h"), Node: configs.Node{Name: "node-h"},
+		Outbox: ob, Session: sess, DialTimeout: 3 * time.Second, Heartbeat: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start(context.Background())
+	defer p.Stop(context.Background())
+	topic := testPrefix + "/node-h/status"
+	var last string
+	for i := range 3 {
+		got := w.nextStatus(t, topic, func(map[string]any) bool { return true })
+		ts, _ := got["ts"].(string)
+		if ts == last {
+			t.Errorf("heartbeat %d repeated ts %s", i, ts)
+		}
+		last = ts
+	}
+}
+
+// stallProxy forwards TCP to a broker; while stalled it swallows what the
+// broker sends, like a path that went dark in one direction.
+type stallProxy struct {
+	ln      net.Listener
+	target  string
+	stalled atomic.Bool
+	wg      sync.WaitGroup
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(b, c); b.Close(); c.Close() }()
+			go func() {
+				defer p.wg.Done()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := b.Read(buf)
+					if n > 0 && !p.stalled.Load() {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				b.Close()
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
+	m := newMosquitto(t, map[string]string{"node-i": "pw-i", "watcher": "pw-w"})
+	m.Start()
+	w := m.watch(t, "pw-w")
+	px := newStallProxy(t, m.Addr())
+	cfg := m.nodeConfig(t, "node-i", "pw-i")
+	cfg.Broker = "ssl://" + px.ln.Addr().String()
+	stateDir := t.TempDir()
+	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	sess, _ := OpenSession(stateDir)
+	p, err := NewPublisher(PublisherOptions{Config: cfg, Node: configs.Node{Name: "node-i"}, Outbox: ob, Session: sess,
+		DialTimeout: 2 * time.Second, AckTimeout: 300 * time.Millisecond,
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start(context.Background())
+	defer p.Stop(context.Background())
+	topic := testPrefix + "/node-i/status"
+	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateOnline })
+	s1 := num(st, "session")
+
+	px.stalled.Store(true)
+	if err := ob.Append(agent.Event{ID: "during-stall", Kind: "incident"}); err != nil {
+		t.Fatal(err)
+	}
+	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateLost })
+	if num(will, "session") != s1 {
+		t.Errorf("will session = %v, want %d", will["session"], s1)
+	}
+	px.stalled.Store(false)
+	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateOnline })
+	if num(st2, "session") <= s1 {
+		t.Errorf("session after the abort = %v, want above %d", st2["session"], s1)
+	}
+	seen := w.collectEvents(t, []string{"during-stall"})
+	if seen["during-stall"] < 1 {
+		t.Error("the event queued during the stall was not delivered")
+	}
+}
+
+func TestNewPublisherRejectsABadBrokerURL(t *testing.T) {
+	dir := t.TempDir()
+	ob, _ := OpenOutbox(dir, OutboxOptions{})
+	defer ob.Close()
+	sess, _ := OpenSession(dir)
+	tests := []struct {
+		name string
+		cfg  configs.ReportMQTT
+		want string
+	}{
+		{"tls settings with a plain tcp URL", configs.ReportMQTT{Broker: "tcp://b:1883", TLS: configs.TLS{ServerName: "b"}}, "use ssl://"},
+		{"an unknown scheme", configs.ReportMQTT{Broker: "http://b"}, "scheme must be"},
+		{"a missing password file", configs.ReportMQTT{Broker: "tcp://b:1883", PasswordFile: "/nonexistent"}, "password file"},
+		{"a missing CA", configs.ReportMQTT{Broker: "ssl://b:8883", TLS: configs.TLS{CA: "/nonexistent"}}, "CA"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewPublisher(PublisherOptions{Config: tt.cfg, Node: configs.Node{Name: "n"}, Outbox: ob, Session: sess})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
 	}
 }
