@@ -41,6 +41,8 @@ commands:
   exec NODE -- CMD...    run CMD in pod, edge, modem or cloud
   env                    the lab's names and addresses as shell variables
   down                   stop the lab and remove everything it created
+  sweep [PREFIX...]      list the labs on this machine (running or left by an
+                         interrupted test), or remove those named
 
 The run directory (default /run/edgeheal-lab) holds state.json, the control
 socket and the supervisor's log, so separate invocations find the same lab.
@@ -66,6 +68,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	d := dirs(*runDir)
 	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	if os.Geteuid() != 0 && cmd != "help" && cmd != "-h" && cmd != "--help" {
+		return fmt.Errorf("%s needs root (namespaces, TUN, AF_PACKET): try sudo", cmd)
+	}
 	switch cmd {
 	case "up":
 		return up(d, rest, stdout)
@@ -81,6 +86,8 @@ func run(args []string, stdout io.Writer) error {
 		return execIn(d, rest)
 	case "env":
 		return env(d, stdout)
+	case "sweep":
+		return sweep(rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -334,7 +341,30 @@ func status(d dirs, args []string, stdout io.Writer) error {
 		return enc.Encode(resp.Status)
 	}
 	printStatus(stdout, resp.Status, time.Now())
+	if resp.Result != "" {
+		fmt.Fprintln(os.Stderr, "edgeheal-lab: status incomplete:", resp.Result)
+	}
 	return nil
+}
+
+// sweep lists lab prefixes, or removes the labs named. It never guesses:
+// another engineer's running lab looks just like a stale one.
+func sweep(prefixes []string, stdout io.Writer) error {
+	if len(prefixes) == 0 {
+		for _, p := range lab.Prefixes() {
+			fmt.Fprintln(stdout, p)
+		}
+		return nil
+	}
+	var errs []error
+	for _, p := range prefixes {
+		if err := lab.Sweep(p, filepath.Join(lab.DefaultRunRoot, p)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "swept %s\n", p)
+	}
+	return errors.Join(errs...)
 }
 
 func printStatus(w io.Writer, s *lab.Status, now time.Time) {

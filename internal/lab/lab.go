@@ -189,7 +189,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 func New(t testing.TB, opts Options) *Lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./...` (package of %s)", t.Name())
+		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^%s$' %s`", t.Name(), packageDir())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -205,6 +205,25 @@ func New(t testing.TB, opts Options) *Lab {
 		}
 	})
 	return l
+}
+
+// packageDir is the test's package as a ./relative path from the module
+// root (go test runs a test binary in its package's directory).
+func packageDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "./..."
+	}
+	for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			rel, err := filepath.Rel(d, wd)
+			if err != nil {
+				return "./..."
+			}
+			return "./" + filepath.ToSlash(rel) + "/"
+		}
+	}
+	return "./..."
 }
 
 func requireRoot() error {

@@ -107,3 +107,21 @@ func Sweep(prefix, runDir string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Prefixes lists the prefixes of the labs that have namespaces on this
+// machine (running or left behind), for `edgeheal-lab sweep`.
+func Prefixes() []string {
+	m, _ := filepath.Glob(filepath.Join(netnsDir, "*-edge"))
+	var out []string
+	for _, p := range m {
+		pre := strings.TrimSuffix(filepath.Base(p), "-edge")
+		if !prefixRE.MatchString(pre) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(netnsDir, pre+"-modem")); err != nil {
+			continue // not a lab: a lab always has a modem
+		}
+		out = append(out, pre)
+	}
+	return out
+}
