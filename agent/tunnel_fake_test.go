@@ -206,6 +206,11 @@ func (f *tunnelFakeOS) Handshake(_ context.Context, iface string, peer wgtypes.K
 	defer f.mu.Unlock()
 	f.logCall(dryRun, "handshake %s keepalive %s", tunnelFakeID(iface, peer), ka)
 	r := netfix.Result{Action: "handshake", Target: tunnelFakeID(iface, peer), Changes: []string{"peer removed and added back"}}
+	for _, p := range f.peers[iface] {
+		if p.PublicKey == peer && p.Endpoint == nil {
+			return netfix.Result{Action: "handshake", Target: r.Target}, fmt.Errorf("forcing handshake with %s: %w", r.Target, netfix.ErrNoEndpoint)
+		}
+	}
 	if !dryRun {
 		f.heal(iface, configs.HealHandshake)
 		ps := f.peers[iface]

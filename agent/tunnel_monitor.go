@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -279,9 +280,9 @@ func (m *TunnelMonitor) round(ctx context.Context) {
 		wg.Go(func() {
 			r := &readings[i]
 			if t.cfg.Probe.Target != "" {
-				pctx, cancel := context.WithTimeout(ctx, t.timeout)
-				p := m.os.Probe(pctx, t.cfg.Probe.Target, t.timeout)
-				cancel()
+				// The probe bounds itself with the timeout; a context that ended
+				// first would make it an error (no observation), not a miss.
+				p := m.os.Probe(ctx, t.cfg.Probe.Target, t.timeout)
 				r.probe = &p
 			}
 			r.peers, r.err = m.os.ReadPeers(ctx, t.cfg.Interface)
@@ -653,13 +654,20 @@ func (m *TunnelMonitor) runRung(ctx context.Context, t *tunnelRun, p *peerTrack,
 }
 
 // tunnelNoop reports whether an action ran and changed nothing (and would
-// have changed nothing: a dry run that needed a change is not a no-op).
+// have changed nothing: a dry run that needed a change is not a no-op), or
+// could not apply to the peer at all (a hub's peer with no endpoint yet
+// cannot be sent a handshake).
 func tunnelNoop(res netfix.Result, err error) bool {
+	if errors.Is(err, netfix.ErrNoEndpoint) {
+		return true
+	}
 	return err == nil && !res.Changed && !res.DryRun
 }
 
 func tunnelResultWord(res netfix.Result, err error) string {
 	switch {
+	case errors.Is(err, netfix.ErrNoEndpoint):
+		return "not-applicable"
 	case err != nil:
 		return "failed"
 	case res.DryRun:
@@ -685,6 +693,10 @@ func (m *TunnelMonitor) actionEvent(t *tunnelRun, target, action, why string, st
 		ev.Evidence["budget_left"] = t.budget.left(end)
 	}
 	switch word {
+	case "not-applicable":
+		ev.Evidence["error"] = err.Error()
+		ev.Summary = fmt.Sprintf("%s on %s does not apply: %v", action, target, err)
+		t.log.Info("tunnel action does not apply", "action", action, "target", target, "err", err)
 	case "failed":
 		ev.Evidence["error"] = err.Error()
 		ev.Summary = fmt.Sprintf("%s on %s failed: %v", action, target, err)

@@ -473,3 +473,26 @@ func TestTunnelMonitorHoldsStateWhileThePeersCannotBeRead(t *testing.T) {
 		}
 	})
 }
+
+func TestTunnelMonitorSkipsTheHandshakeForAPeerWithoutEndpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTunnelFakeOS("wg0", 1, 20*tsec)
+		f.peers["wg0"][0].Endpoint = nil // a hub's peer that never connected: only it can start a handshake
+		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
+		defer h.stop()
+
+		h.at(10*tsec + tsec/2)
+		f.set(func(f *tunnelFakeOS) { f.dark["wg0"], f.fixedBy = true, "bounce" })
+		h.at(14*tsec + tsec/2)
+		h.wantCalls("after the third miss",
+			"reassert wg0",
+			"handshake "+tunnelPeer0+" keepalive 20s", // does not apply: no budget, no cooldown, no verify wait
+			"bounce wg0")
+		h.wantEvents("after recovery",
+			"13s incident "+tunnelPeer0+" opened",
+			"13s action wg0 reassert unchanged",
+			"13s action "+tunnelPeer0+" handshake not-applicable",
+			"13s action wg0 bounce changed",
+			"14s recovered "+tunnelPeer0+" ok")
+	})
+}
