@@ -171,6 +171,7 @@ func (m *WorkloadMonitor) Run(ctx context.Context) error {
 			m.loop(ctx, r)
 		}()
 	}
+	<-ctx.Done() // also with no workloads: a component runs until stopped
 	wg.Wait()
 	return nil
 }
