@@ -131,16 +131,22 @@ type Lab struct {
 
 var prefixRE = regexp.MustCompile(`^[a-z0-9]{2,7}$`)
 
+// newPrefix is "ehl" and 4 random hex digits.
+func newPrefix() string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return "ehl" + hex.EncodeToString(b[:])
+}
+
 // Start builds and starts a lab. On error, everything it made is removed.
 // ctx bounds the start only; the lab runs until Close.
 func Start(ctx context.Context, opts Options) (*Lab, error) {
 	if err := requireRoot(); err != nil {
 		return nil, err
 	}
-	if opts.Prefix == "" {
-		var b [2]byte
-		_, _ = rand.Read(b[:])
-		opts.Prefix = "ehl" + hex.EncodeToString(b[:])
+	randomPrefix := opts.Prefix == ""
+	if randomPrefix {
+		opts.Prefix = newPrefix()
 	}
 	if !prefixRE.MatchString(opts.Prefix) {
 		return nil, fmt.Errorf("prefix %q: want 2-7 characters of [a-z0-9]", opts.Prefix)
@@ -158,14 +164,21 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	if opts.LateAfter <= 0 {
 		opts.LateAfter = time.Second
 	}
-	if opts.RunDir == "" {
-		opts.RunDir = filepath.Join(DefaultRunRoot, opts.Prefix)
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if left := Leftovers(opts.Prefix, ""); len(left) > 0 {
-		return nil, fmt.Errorf("prefix %s is in use (%s): %w", opts.Prefix, left[0], os.ErrExist)
+	for try := 0; ; try++ {
+		left := Leftovers(opts.Prefix, "")
+		if len(left) == 0 {
+			break
+		}
+		if !randomPrefix || try == 5 {
+			return nil, fmt.Errorf("prefix %s is in use (%s): %w", opts.Prefix, left[0], os.ErrExist)
+		}
+		opts.Prefix = newPrefix() // another lab drew the same one
+	}
+	if opts.RunDir == "" {
+		opts.RunDir = filepath.Join(DefaultRunRoot, opts.Prefix)
 	}
 	if _, err := os.Stat(opts.RunDir); err == nil {
 		return nil, fmt.Errorf("run directory %s: %w", opts.RunDir, os.ErrExist)
@@ -207,6 +220,18 @@ func New(t testing.TB, opts Options) *Lab {
 	return l
 }
 
+// mkdirAll is os.MkdirAll, tried again when another lab's Sweep removed an
+// empty shared parent (/etc/netns, DefaultRunRoot) between its steps.
+func mkdirAll(dir string) error {
+	var err error
+	for range 3 {
+		if err = os.MkdirAll(dir, 0o755); err == nil || !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
 // packageDir is the test's package as a ./relative path from the module
 // root (go test runs a test binary in its package's directory).
 func packageDir() string {
@@ -237,7 +262,7 @@ func requireRoot() error {
 func (l *Lab) link(s string) string { return l.prefix + "-" + s }
 
 func (l *Lab) start(ctx context.Context) error {
-	if err := os.MkdirAll(l.runDir, 0o755); err != nil {
+	if err := mkdirAll(l.runDir); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
 	for _, n := range Nodes {
@@ -446,7 +471,7 @@ func (l *Lab) HostsFile() string {
 
 func (l *Lab) writeHosts() error {
 	p := l.HostsFile()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := mkdirAll(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Dir(p), err)
 	}
 	content := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost\n%s\t%s\n", l.CloudPublicAddr(), CloudHost)
