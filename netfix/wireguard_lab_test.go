@@ -251,3 +251,37 @@ func appendInt(b []byte, i int) []byte {
 	}
 	return append(b, byte('0'+i%10))
 }
+
+// TestLabForceHandshakeAfterTheHubLostItsSessions is the case the
+// handshake rung exists for: the hub's WireGuard restarted with the same
+// key and port but no sessions (a gateway reboot, a Flannel restart). The
+// edge keeps sending on a session the hub no longer has; on its own it
+// recovers only when its "data sent, no reply" timer fires (12–13 s
+// measured, wireguard-go 2026-11). A forced handshake recovers at once.
+func TestLabForceHandshakeAfterTheHubLostItsSessions(t *testing.T) {
+	wgtest.RequireRoot(t, labCmd)
+	p := wgtest.NewPair(t)
+	p.Ping(t, p.A, p.B, 10*time.Second)
+	// B forgets its session with A: remove and re-add A without keepalive,
+	// so B itself sends nothing.
+	peerA := p.Peer(t, p.B)
+	err := p.Client.ConfigureDevice(p.B.Dev.Name, wgtypes.Config{Peers: []wgtypes.PeerConfig{
+		{PublicKey: peerA.PublicKey, Remove: true},
+		{PublicKey: peerA.PublicKey, PresharedKey: &peerA.PresharedKey, Endpoint: peerA.Endpoint, AllowedIPs: peerA.AllowedIPs},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took, ok := p.Deliver(t, p.A, p.B, time.Second); ok {
+		t.Fatalf("A reached B %s after B lost its sessions: the fault did not happen (has WireGuard's behaviour changed?)", took)
+	}
+	start := time.Now()
+	if _, err := netfix.ForceHandshake(context.Background(), p.Client, p.A.Dev.Name, p.B.PublicKey(), 0, false); err != nil {
+		t.Fatalf("ForceHandshake: %v", err)
+	}
+	took, ok := p.Deliver(t, p.A, p.B, 4*time.Second) // under one REKEY_TIMEOUT
+	if !ok {
+		t.Fatal("A does not reach B after a forced handshake")
+	}
+	t.Logf("traffic through the tunnel %s after the forced handshake (%s after the call)", took, time.Since(start).Round(time.Millisecond))
+}

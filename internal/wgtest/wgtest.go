@@ -427,9 +427,18 @@ func (p *Pair) WaitHandshake(t testing.TB, self *Node, since time.Time, limit ti
 }
 
 // Ping sends traffic from a to b's tunnel address over UDP (one datagram
-// every 10 ms, up to limit) until b answers it, and fails the test if it
+// every 10 ms, up to limit) until b receives one, and fails the test if it
 // never does. It brings a session up without needing keepalive.
 func (p *Pair) Ping(t testing.TB, from, to *Node, limit time.Duration) {
+	t.Helper()
+	if _, ok := p.Deliver(t, from, to, limit); !ok {
+		t.Fatalf("no datagram from %s to %s through the tunnel within %s", from.Tunnel, to.Tunnel, limit)
+	}
+}
+
+// Deliver is Ping without failing: it reports how long the first datagram
+// took to arrive (from the first send), and whether one did within limit.
+func (p *Pair) Deliver(t testing.TB, from, to *Node, limit time.Duration) (time.Duration, bool) {
 	t.Helper()
 	var srv net.PacketConn
 	if err := to.NS.Do(func() error {
@@ -449,7 +458,8 @@ func (p *Pair) Ping(t testing.TB, from, to *Node, limit time.Duration) {
 		t.Fatalf("socket in %s: %v", from.Dev.Name, err)
 	}
 	defer cl.Close()
-	deadline := time.Now().Add(limit)
+	start := time.Now()
+	deadline := start.Add(limit)
 	buf := make([]byte, 64)
 	for time.Now().Before(deadline) {
 		if _, err := cl.WriteTo([]byte("ping"), srv.LocalAddr()); err != nil {
@@ -457,10 +467,10 @@ func (p *Pair) Ping(t testing.TB, from, to *Node, limit time.Duration) {
 		}
 		srv.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 		if n, _, err := srv.ReadFrom(buf); err == nil && bytes.Equal(buf[:n], []byte("ping")) {
-			return
+			return time.Since(start), true
 		}
 	}
-	t.Fatalf("no datagram from %s to %s through the tunnel within %s", from.Tunnel, to.Tunnel, limit)
+	return limit, false
 }
 
 // syncBuffer collects wireguard-go's error log for failed tests.
