@@ -37,7 +37,6 @@ type Metrics struct {
 	events        *prometheus.CounterVec
 	reloadOK      prometheus.Gauge
 	reloadTime    prometheus.Gauge
-	mqttConnected prometheus.Gauge
 
 	mu     sync.Mutex
 	checks map[[2]string]string // (kind, target) → state, to delete stale series
