@@ -4,9 +4,13 @@ import (
 	"context"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/edgeheal/edgeheal/internal/wgtest"
 )
@@ -112,5 +116,46 @@ func TestLabProbeTunnel(t *testing.T) {
 	}
 	if err := p.B.NS.Links.LinkSetUp(veth); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLabProbeTunnelWithoutPrivilegeIsAnError: with neither ping sockets
+// allowed nor CAP_NET_RAW, the ICMP probe cannot be made, and that must be
+// an error (never acted on), not a confirmed failure.
+func TestLabProbeTunnelWithoutPrivilegeIsAnError(t *testing.T) {
+	wgtest.RequireRoot(t, tunnelLabCmd)
+	ns := wgtest.NewNS(t)
+	setPingGroupRange(t, ns, "1 0")
+	done := make(chan ProbeResult, 1)
+	errc := make(chan error, 1)
+	go func() {
+		// Capabilities are per thread: this one drops CAP_NET_RAW and is
+		// never unlocked, so it exits with the goroutine.
+		runtime.LockOSThread()
+		if err := netns.Set(ns.NsHandle()); err != nil {
+			errc <- err
+			return
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_NET_RAW
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		done <- ProbeTunnel(context.Background(), "icmp://127.0.0.1", time.Second)
+	}()
+	select {
+	case err := <-errc:
+		t.Fatalf("setting up the thread: %v", err)
+	case r := <-done:
+		if r.Err == nil || r.OK || r.Class != "error" {
+			t.Fatalf("ProbeTunnel = %+v, want Err set and Class error", r)
+		}
+		t.Logf("as expected: %v", r.Err)
 	}
 }
