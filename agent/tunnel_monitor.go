@@ -82,6 +82,7 @@ type tunnelRun struct {
 	readErr   error
 	probe     *TunnelProbeResult // last probe, nil when none configured
 	kaRetryAt time.Time
+	kaBackoff time.Duration // wait after a keepalive fix that did not change anything (failed, dry run)
 }
 
 // peerTrack is the monitor's state for one peer.
@@ -123,7 +124,9 @@ type peerView struct {
 // NewTunnelMonitor returns a monitor for tunnels under policy. With dryRun
 // every action is asked for with dryRun set: nothing changes, and the events
 // say what would have been done. Events go to emit (which must not block);
-// log receives operational logs.
+// log receives operational logs. tos must not be nil; log and emit may be
+// (nothing is logged or emitted). Zero probe interval, misses and
+// verify_timeout fall back to the package defaults (1 s, 3, 15 s).
 func NewTunnelMonitor(tunnels []configs.Tunnel, policy configs.Policy, dryRun bool, tos TunnelOS, log *slog.Logger, emit Emit) *TunnelMonitor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -395,6 +398,8 @@ func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnel
 	}
 	if drift {
 		m.enforceKeepalive(ctx, t)
+	} else {
+		t.kaRetryAt, t.kaBackoff = time.Time{}, 0
 	}
 	if len(t.down) > 0 {
 		m.runLadder(ctx, t)
@@ -495,8 +500,10 @@ func (m *TunnelMonitor) peerEvidence(p *peerTrack, now time.Time) map[string]any
 
 // enforceKeepalive re-asserts the configured keepalive when a peer drifted
 // (Flannel rewrites peers on resync; a re-created interface starts at 0).
-// It is configuration, not a repair: no budget, and it is retried every round
-// while it changes something, else once per cooldown.
+// It is configuration, not a repair: no budget. It runs every round while
+// it changes something; when it did not (it failed, or a dry run), it waits
+// the cooldown, then twice that, and so on up to the window, so that a dry
+// run or a broken device does not repeat the same event every 30 s.
 func (m *TunnelMonitor) enforceKeepalive(ctx context.Context, t *tunnelRun) {
 	start := time.Now()
 	if start.Before(t.kaRetryAt) {
@@ -507,9 +514,11 @@ func (m *TunnelMonitor) enforceKeepalive(ctx context.Context, t *tunnelRun) {
 	cancel()
 	end := time.Now()
 	if err == nil && res.Changed {
-		t.kaRetryAt = time.Time{}
+		t.kaRetryAt, t.kaBackoff = time.Time{}, 0
 	} else {
-		t.kaRetryAt = end.Add(max(m.cooldown, t.interval))
+		first := max(m.cooldown, t.interval)
+		t.kaBackoff = min(max(2*t.kaBackoff, first), max(m.window, first))
+		t.kaRetryAt = end.Add(t.kaBackoff)
 	}
 	m.actionEvent(t, t.cfg.Interface, "keepalive", "keepalive drifted from "+t.cfg.PersistentKeepalive.String(), start, end, res, err)
 }

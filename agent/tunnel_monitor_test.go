@@ -344,12 +344,12 @@ func TestTunnelMonitorDryRunChangesNothingAndSaysWhatItWouldDo(t *testing.T) {
 		f.set(func(f *tunnelFakeOS) { f.dark["wg0"], f.fixedBy = true, "handshake" })
 		h.at(80 * tsec)
 		h.wantCalls("after 70 s dark in dry run",
-			"keepalive wg0 20s dry-run",                       // 0 s, then once per cooldown
+			"keepalive wg0 20s dry-run",                       // 0 s, then after the cooldown, doubling
 			"reassert wg0 dry-run",                            // 13 s: would set the keepalive
 			"handshake "+tunnelPeer0+" keepalive 20s dry-run", // 28 s: reassert not verified
 			"keepalive wg0 20s dry-run",                       // 30 s
 			"bounce wg0 dry-run",                              // 58 s: reresolve and restart-unit not configured; cooldown after 28 s
-			"keepalive wg0 20s dry-run",                       // 60 s
+			// the next keepalive report is due at 90 s
 		)
 		f.set(func(f *tunnelFakeOS) {
 			if ka := f.peers["wg0"][0].Keepalive; ka != 0 {
