@@ -255,15 +255,13 @@ func down(d dirs, stdout io.Writer) error {
 	s, serr := readState(d)
 	var errs []error
 	if serr == nil {
-		// Ask the supervisor first: it stops everything in order.
-		if _, err := call(d, request{Op: "down"}, 15*time.Second); err != nil {
-			errs = append(errs, fmt.Errorf("asking the supervisor to stop: %w", err))
-		}
+		// Ask the supervisor first: it stops everything in order. If it is
+		// gone or fails, the sweep below decides what is left.
+		_, _ = call(d, request{Op: "down"}, 15*time.Second)
 		if !waitGone(s.PID, 15*time.Second) && isSupervisor(s.PID) {
 			_ = syscall.Kill(s.PID, syscall.SIGKILL)
 			waitGone(s.PID, 5*time.Second)
 		}
-		errs = nil // whatever happened above, the sweep below decides
 		if err := lab.Sweep(s.Prefix, s.LabRunDir); err != nil {
 			errs = append(errs, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,11 +20,18 @@ import (
 // buildCLI builds edgeheal-lab into a temporary directory.
 func buildCLI(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a lab test: skipped with -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./cmd/edgeheal-lab/`")
 	}
 	bin := filepath.Join(t.TempDir(), "edgeheal-lab")
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go"
+	}
+	out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("building: %v\n%s", err, out)
 	}

@@ -198,9 +198,13 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 }
 
 // New starts a lab for a test and closes it in t.Cleanup, also when the
-// test fails. Without root it skips with the command to run.
+// test fails. Without root it skips with the command to run; with -short
+// it skips.
 func New(t testing.TB, opts Options) *Lab {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a lab test: skipped with -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^%s$' %s`", t.Name(), packageDir())
 	}

@@ -170,6 +170,9 @@ func TestLabBlackholeOf20sLeavesGapAndRecoversByItself(t *testing.T) {
 }
 
 func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a lab test: skipped with -short")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./internal/lab/`")
 	}
