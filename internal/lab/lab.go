@@ -327,8 +327,10 @@ func (l *Lab) start(ctx context.Context) error {
 }
 
 // Close stops telemetry, the broker, the relay and WireGuard, and removes
-// every namespace, link, socket, process and file the lab created. It is
-// safe to call more than once and after a failed Start.
+// every namespace, link, socket, process and file the lab created. Any
+// process still inside one of the lab's namespaces (an agent started with
+// Command, say) is killed: stop such processes gracefully before Close if
+// that matters. It is safe to call more than once and after a failed Start.
 func (l *Lab) Close() error {
 	l.mu.Lock()
 	if l.closed {

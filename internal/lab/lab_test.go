@@ -199,6 +199,30 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 			}
 		})
 	}
+	t.Run("with a process left running in the edge namespace", func(t *testing.T) {
+		l, err := lab.Start(context.Background(), lab.Options{NoTelemetry: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		cmd := l.Command(context.Background(), lab.Edge, "sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		if err := l.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Errorf("sleep in the edge namespace still running 5 s after Close")
+		}
+		if left := lab.Leftovers(l.Prefix(), l.RunDir()); len(left) > 0 {
+			t.Errorf("left behind after Close: %v", left)
+		}
+	})
 	t.Run("after a failed start", func(t *testing.T) {
 		l, err := lab.Start(context.Background(), lab.Options{Broker: lab.BrokerMosquitto, MosquittoPath: "/nonexistent/mosquitto", Prefix: "ehlfail"})
 		if err == nil {
@@ -258,6 +282,12 @@ func TestLabRestartCloudWireGuardKeepsKeyAndPortButDropsSessions(t *testing.T) {
 	}
 	defer wg.Close()
 
+	if err := l.AddCloudPeers(100); err != nil {
+		t.Fatal(err)
+	}
+	if dev, err := wg.Device(l.CloudWG()); err != nil || len(dev.Peers) != 101 {
+		t.Fatalf("cloud device after adding 100 peers: %v peers, %v; want 101", len(dev.Peers), err)
+	}
 	if err := l.RestartCloudWireGuard(); err != nil {
 		t.Fatal(err)
 	}

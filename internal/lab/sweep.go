@@ -43,12 +43,21 @@ func Leftovers(prefix, runDir string) []string {
 	return out
 }
 
-// processesNaming returns the PIDs whose command line contains prefix+"-",
-// other than this process.
+// processesNaming returns the PIDs, other than this process, whose command
+// line contains prefix+"-" (mosquitto's config path, `ip netns exec
+// <prefix>-edge ...`) or whose network namespace is one of the lab's (an
+// agent started there by any means).
 func processesNaming(prefix string) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
+	}
+	labNS := map[[2]uint64]bool{}
+	nss, _ := filepath.Glob(filepath.Join(netnsDir, prefix+"-*"))
+	for _, p := range nss {
+		if ino, ok := inode(p); ok {
+			labNS[ino] = true
+		}
 	}
 	self := os.Getpid()
 	needle := []byte(prefix + "-")
@@ -56,6 +65,10 @@ func processesNaming(prefix string) []int {
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
+			continue
+		}
+		if ino, ok := inode(filepath.Join("/proc", e.Name(), "ns", "net")); ok && labNS[ino] {
+			pids = append(pids, pid)
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -67,6 +80,18 @@ func processesNaming(prefix string) []int {
 		}
 	}
 	return pids
+}
+
+// inode is the device and inode number of path (after symlinks): for a namespace file
+// or /proc/PID/ns/net, the namespace's identity. A bind-mounted namespace
+// file that is not mounted (half-made) has a plain file's inode, which no
+// process shares.
+func inode(path string) ([2]uint64, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{st.Dev, st.Ino}, true
 }
 
 // Sweep removes everything Leftovers finds for prefix: it kills the
