@@ -75,7 +75,7 @@ func run(args []string, stdout io.Writer) error {
 	case "up":
 		return up(d, rest, stdout)
 	case "supervise": // hidden: the detached process `up` starts
-		return supervise(d)
+		return supervise(d, nil)
 	case "down":
 		return down(d, stdout)
 	case "status":
@@ -189,7 +189,10 @@ func up(d dirs, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *fg {
-		return supervise(d)
+		return supervise(d, func(s state) {
+			printUp(stdout, d, s)
+			fmt.Fprintln(stdout, "Ctrl-C stops the lab and removes everything.")
+		})
 	}
 
 	self, err := os.Executable()
@@ -232,10 +235,14 @@ func up(d dirs, args []string, stdout io.Writer) error {
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(stdout, "lab %s up in %.2fs (supervisor pid %d, run dir %s)\n", s.Prefix, s.UpSeconds, s.PID, d)
-		printInfo(stdout, s.Info)
+		printUp(stdout, d, s)
 		return nil
 	}
+}
+
+func printUp(w io.Writer, d dirs, s state) {
+	fmt.Fprintf(w, "lab %s up in %.2fs (supervisor pid %d, run dir %s)\n", s.Prefix, s.UpSeconds, s.PID, d)
+	printInfo(w, s.Info)
 }
 
 func printInfo(w io.Writer, in lab.Info) {

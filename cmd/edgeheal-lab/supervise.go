@@ -57,8 +57,9 @@ func call(d dirs, req request, timeout time.Duration) (response, error) {
 }
 
 // supervise starts the lab from the run directory's options, serves the
-// control socket and stops the lab on `down`, SIGINT or SIGTERM.
-func supervise(d dirs) error {
+// control socket and stops the lab on `down`, SIGINT or SIGTERM. ready, if
+// not nil, is called once the lab is up and state.json written.
+func supervise(d dirs, ready func(state)) error {
 	o, err := readOptions(d)
 	if err != nil {
 		return fmt.Errorf("reading options: %w", err)
@@ -94,11 +95,14 @@ func supervise(d dirs) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("listening on %s: %w", d.socket(), err), l.Close())
 	}
-	writeState := func() error {
-		b, _ := json.MarshalIndent(state{
+	current := func() state {
+		return state{
 			PID: os.Getpid(), Prefix: l.Prefix(), LabRunDir: l.RunDir(),
 			Started: begin, UpSeconds: up.Seconds(), Info: l.Info(),
-		}, "", "  ")
+		}
+	}
+	writeState := func() error {
+		b, _ := json.MarshalIndent(current(), "", "  ")
 		tmp := d.state() + ".tmp"
 		if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 			return err
@@ -108,6 +112,9 @@ func supervise(d dirs) error {
 	if err := writeState(); err != nil {
 		ln.Close()
 		return errors.Join(err, l.Close())
+	}
+	if ready != nil {
+		ready(current())
 	}
 
 	downc := make(chan net.Conn, 1)
