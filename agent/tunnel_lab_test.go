@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/edgeheal/edgeheal/configs"
@@ -99,19 +101,8 @@ func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
 	}
 	pol := configs.Policy{Cooldown: configs.Duration(time.Second), MaxDisruptive: 3,
 		Window: configs.Duration(time.Hour), VerifyTimeout: configs.Duration(3 * time.Second)}
-	evs := &tunnelLabEvents{}
-	m := NewTunnelMonitor([]configs.Tunnel{tun}, pol, false,
-		&tunnelLabOS{TunnelSystem: &TunnelSystem{WG: p.Client}, ns: p.A.NS}, nil, evs.add)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	m, evs := startTunnelLab(t, p, tun, pol, &TunnelSystem{WG: p.Client})
 
 	// 1. The pair starts with keepalive 0, as Flannel leaves it.
 	ka := evs.wait(t, 2*time.Second, "keepalive", func(ev Event) bool { return ev.Action == "keepalive" && ev.Result == "changed" })
@@ -122,13 +113,7 @@ func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
 
 	// 2. Healthy: the keepalive started a session and the probe answers.
 	p.WaitHandshake(t, p.A, start, 5*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && !tunnelLabPeerOK(m) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !tunnelLabPeerOK(m) {
-		t.Fatalf("peer not ok with a working tunnel: %+v", m.Checks())
-	}
+	waitTunnelLabOK(t, m)
 
 	// 3. The hub forgets the session.
 	darkAt := time.Now()
@@ -153,6 +138,96 @@ func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
 	if d := inc.Time.Sub(darkAt); d > 3*interval+time.Second {
 		t.Errorf("detected after %s, want within interval × misses + 1 s", d)
 	}
+}
+
+// startTunnelLab runs a monitor on p.A's device with sys (the probe made
+// from A's namespace) until the test ends.
+func startTunnelLab(t *testing.T, p *wgtest.Pair, tun configs.Tunnel, pol configs.Policy, sys *TunnelSystem) (*TunnelMonitor, *tunnelLabEvents) {
+	t.Helper()
+	evs := &tunnelLabEvents{}
+	m := NewTunnelMonitor([]configs.Tunnel{tun}, pol, false, &tunnelLabOS{TunnelSystem: sys, ns: p.A.NS}, nil, evs.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return m, evs
+}
+
+func waitTunnelLabOK(t *testing.T, m *TunnelMonitor) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && !tunnelLabPeerOK(m) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !tunnelLabPeerOK(m) {
+		t.Fatalf("peer not ok with a working tunnel: %+v", m.Checks())
+	}
+}
+
+// TestLabTunnelReresolveFollowsAMovedHub moves the hub's underlay address
+// and updates its (fake) DNS name: the edge's packets go to an address that
+// no longer exists, and the reresolve rung sets the new one. The hub still
+// has the session, so traffic flows again at once, without a handshake.
+func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
+	wgtest.RequireRoot(t, tunnelLabCmd)
+	p := wgtest.NewPair(t)
+	const interval = 200 * time.Millisecond
+	var mu sync.Mutex
+	dns := p.B.Underlay
+	lookup := func(_ context.Context, name string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if name != "hub.lab.test" {
+			return nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+		}
+		return []netip.Addr{dns}, nil
+	}
+	tun := configs.Tunnel{
+		Interface:           p.A.Dev.Name,
+		Peers:               configs.PeerSelector{All: true},
+		PersistentKeepalive: configs.Duration(20 * time.Second),
+		EndpointHost:        "hub.lab.test",
+		Probe: configs.Probe{Target: "icmp://" + p.B.Tunnel.String(), Interval: configs.Duration(interval),
+			Timeout: configs.Duration(interval), Misses: 3},
+		// reresolve before handshake: when the address did not change it is
+		// free and skipped at once; when it did, the session survives.
+		Heal: []string{configs.HealReassert, configs.HealReresolve, configs.HealHandshake},
+	}
+	pol := configs.Policy{Cooldown: configs.Duration(time.Second), MaxDisruptive: 3,
+		Window: configs.Duration(time.Hour), VerifyTimeout: configs.Duration(3 * time.Second)}
+	p.Ping(t, p.A, p.B, 5*time.Second)
+	m, evs := startTunnelLab(t, p, tun, pol, &TunnelSystem{WG: p.Client, Lookup: lookup})
+	waitTunnelLabOK(t, m)
+
+	// The hub moves, and its DNS name follows.
+	moved := p.B.Underlay.Next()
+	veth, err := p.B.NS.Links.LinkByName(p.B.Veth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := netlink.ParseAddr(p.B.Underlay.String() + "/24")
+	if err := p.B.NS.Links.AddrDel(veth, old); err != nil {
+		t.Fatal(err)
+	}
+	wgtest.AddAddr(t, p.B.NS, p.B.Veth, moved.String()+"/24")
+	mu.Lock()
+	dns = moved
+	mu.Unlock()
+	movedAt := time.Now()
+
+	rec := evs.wait(t, 10*time.Second, "recovered", func(ev Event) bool { return ev.Kind == "recovered" })
+	if !strings.Contains(rec.Summary, "healed by reresolve") {
+		t.Errorf("recovered %q, want healed by reresolve", rec.Summary)
+	}
+	if got := p.Peer(t, p.A).Endpoint.String(); got != (&net.UDPAddr{IP: moved.AsSlice(), Port: p.B.Dev.Port}).String() {
+		t.Errorf("endpoint %s, want the moved address %s", got, moved)
+	}
+	t.Logf("hub moved: healthy again after %s through reresolve", rec.Time.Sub(movedAt).Round(time.Millisecond))
 }
 
 func tunnelLabPeerOK(m *TunnelMonitor) bool {

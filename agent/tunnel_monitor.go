@@ -664,19 +664,26 @@ func (m *TunnelMonitor) runRung(ctx context.Context, t *tunnelRun, p *peerTrack,
 
 // tunnelNoop reports whether an action ran and changed nothing (and would
 // have changed nothing: a dry run that needed a change is not a no-op), or
-// could not apply to the peer at all (a hub's peer with no endpoint yet
-// cannot be sent a handshake).
+// could not apply now (tunnelSkipped).
 func tunnelNoop(res netfix.Result, err error) bool {
-	if errors.Is(err, netfix.ErrNoEndpoint) {
+	if tunnelSkipped(err) {
 		return true
 	}
 	return err == nil && !res.Changed && !res.DryRun
 }
 
+// tunnelSkipped reports whether a rung's error means it could not apply
+// now, rather than that it failed: a hub's peer without an endpoint cannot
+// be sent a handshake; an endpoint_host that did not resolve gave no
+// address to set.
+func tunnelSkipped(err error) bool {
+	return errors.Is(err, netfix.ErrNoEndpoint) || errors.Is(err, ErrTunnelResolve)
+}
+
 func tunnelResultWord(res netfix.Result, err error) string {
 	switch {
-	case errors.Is(err, netfix.ErrNoEndpoint):
-		return "not-applicable"
+	case tunnelSkipped(err):
+		return "skipped"
 	case err != nil:
 		return "failed"
 	case res.DryRun:
@@ -702,10 +709,10 @@ func (m *TunnelMonitor) actionEvent(t *tunnelRun, target, action, why string, st
 		ev.Evidence["budget_left"] = t.budget.left(end)
 	}
 	switch word {
-	case "not-applicable":
+	case "skipped":
 		ev.Evidence["error"] = err.Error()
-		ev.Summary = fmt.Sprintf("%s on %s does not apply: %v", action, target, err)
-		t.log.Info("tunnel action does not apply", "action", action, "target", target, "err", err)
+		ev.Summary = fmt.Sprintf("%s on %s skipped: %v", action, target, err)
+		t.log.Info("tunnel action skipped", "action", action, "target", target, "err", err)
 	case "failed":
 		ev.Evidence["error"] = err.Error()
 		ev.Summary = fmt.Sprintf("%s on %s failed: %v", action, target, err)

@@ -491,7 +491,7 @@ func TestTunnelMonitorSkipsTheHandshakeForAPeerWithoutEndpoint(t *testing.T) {
 		h.wantEvents("after recovery",
 			"13s incident "+tunnelPeer0+" opened",
 			"13s action wg0 reassert unchanged",
-			"13s action "+tunnelPeer0+" handshake not-applicable",
+			"13s action "+tunnelPeer0+" handshake skipped",
 			"13s action wg0 bounce changed",
 			"14s recovered "+tunnelPeer0+" ok")
 	})

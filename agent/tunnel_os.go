@@ -45,9 +45,14 @@ type TunnelSystem struct {
 	// on an up link). ICMPHostPath is one; it needs the endpoint to answer
 	// ICMP echo, which not every gateway does, hence opt-in.
 	HostPath func(ctx context.Context, ep *net.UDPAddr) (ok bool, detail string, err error)
-	// Resolver resolves endpoint_host. Nil: net.DefaultResolver.
-	Resolver *net.Resolver
+	// Lookup resolves endpoint_host's name. Nil: net.DefaultResolver.
+	Lookup func(ctx context.Context, name string) ([]netip.Addr, error)
 }
+
+// ErrTunnelResolve marks a reresolve that could not resolve endpoint_host:
+// no address was observed, so the rung is skipped (no budget, no wait)
+// rather than counted as a failed repair.
+var ErrTunnelResolve = errors.New("endpoint_host did not resolve")
 
 var _ TunnelOS = (*TunnelSystem)(nil)
 
@@ -188,14 +193,42 @@ func (s *TunnelSystem) Handshake(ctx context.Context, iface string, peer wgtypes
 // peer's current address is among the answers (round-robin DNS must not
 // make it flap), sets the first answer of the current address's family with
 // netfix.EnsureEndpoint. host is "name" or "name:port"; without a port the
-// current endpoint's port is kept.
+// current endpoint's port is kept. A lookup that fails matches
+// ErrTunnelResolve.
 func (s *TunnelSystem) Reresolve(ctx context.Context, iface string, peer wgtypes.Key, host string, current *net.UDPAddr, dryRun bool) (netfix.Result, error) {
 	r := netfix.Result{Action: "endpoint", Target: netfix.PeerTarget(iface, peer)}
+	name, port, err := tunnelSplitHost(host, current)
+	if err != nil {
+		return r, err
+	}
+	lookup := s.Lookup
+	if lookup == nil {
+		lookup = func(ctx context.Context, name string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+		}
+	}
+	addrs, err := lookup(ctx, name)
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no addresses")
+	}
+	if err != nil {
+		return r, fmt.Errorf("re-resolving %s: %w: %w", host, ErrTunnelResolve, err)
+	}
+	ep, changed := tunnelPickEndpoint(addrs, port, current)
+	if !changed {
+		return r, nil // the peer already uses one of the answers
+	}
+	return netfix.EnsureEndpoint(ctx, s.WG, iface, peer, ep, dryRun)
+}
+
+// tunnelSplitHost splits endpoint_host into a name and a port, taking the
+// port of the current endpoint when the host has none.
+func tunnelSplitHost(host string, current *net.UDPAddr) (string, int, error) {
 	name, port := host, 0
 	if h, p, err := net.SplitHostPort(host); err == nil {
 		n, err := strconv.Atoi(p)
-		if err != nil {
-			return r, fmt.Errorf("re-resolving %s: bad port: %w", host, err)
+		if err != nil || n <= 0 || n > 65535 {
+			return "", 0, fmt.Errorf("re-resolving %s: bad port %q", host, p)
 		}
 		name, port = h, n
 	}
@@ -203,26 +236,22 @@ func (s *TunnelSystem) Reresolve(ctx context.Context, iface string, peer wgtypes
 		port = current.Port
 	}
 	if port == 0 {
-		return r, fmt.Errorf("re-resolving %s: no port in endpoint_host and the peer has no endpoint", host)
+		return "", 0, fmt.Errorf("re-resolving %s: no port in endpoint_host and the peer has no endpoint", host)
 	}
-	res := s.Resolver
-	if res == nil {
-		res = net.DefaultResolver
-	}
-	addrs, err := res.LookupNetIP(ctx, "ip", name)
-	if err != nil {
-		return r, fmt.Errorf("re-resolving %s: %w", host, err)
-	}
-	if len(addrs) == 0 {
-		return r, fmt.Errorf("re-resolving %s: no addresses", host)
-	}
+	return name, port, nil
+}
+
+// tunnelPickEndpoint chooses the endpoint among resolved addresses: the
+// current one if it is among them with the same port (changed false), else
+// the first address of the current one's family, else the first.
+func tunnelPickEndpoint(addrs []netip.Addr, port int, current *net.UDPAddr) (*net.UDPAddr, bool) {
 	pick := addrs[0].Unmap()
 	if current != nil {
 		cur, _ := netip.AddrFromSlice(current.IP)
 		cur = cur.Unmap()
 		for _, a := range addrs {
 			if a.Unmap() == cur && port == current.Port {
-				return r, nil // unchanged: the peer already uses one of the answers
+				return current, false
 			}
 		}
 		for _, a := range addrs {
@@ -232,7 +261,7 @@ func (s *TunnelSystem) Reresolve(ctx context.Context, iface string, peer wgtypes
 			}
 		}
 	}
-	return netfix.EnsureEndpoint(ctx, s.WG, iface, peer, net.UDPAddrFromAddrPort(netip.AddrPortFrom(pick, uint16(port))), dryRun)
+	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(pick, uint16(port))), true
 }
 
 // Bounce implements TunnelActuator with netfix.ForceBounce.
