@@ -395,3 +395,22 @@ func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
 	}
 	t.Logf("broker back; telemetry %v later", d.Round(time.Millisecond))
 }
+
+// BenchmarkLabStart measures bringing a lab up (namespaces, links, relay,
+// two wireguard-go devices, the embedded broker); Close is not timed.
+func BenchmarkLabStart(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("the lab needs root: run `sudo env PATH=$PATH go test -run '^$' -bench BenchmarkLabStart ./internal/lab/`")
+	}
+	for b.Loop() {
+		l, err := lab.Start(context.Background(), lab.Options{NoTelemetry: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
