@@ -62,6 +62,8 @@ type TunnelMonitor struct {
 	clockErr  error
 }
 
+var _ Component = (*TunnelMonitor)(nil)
+
 // tunnelRun is the monitor's state for one configured tunnel.
 type tunnelRun struct {
 	cfg       configs.Tunnel
