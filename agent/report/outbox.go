@@ -76,6 +76,7 @@ type Outbox struct {
 	dropped   uint64 // persistent total
 	dead      int    // records in the log that no longer describe a queued event
 	truncated int64  // bytes cut from a torn tail by Open
+	size      int64  // length of the valid log: where the next record goes
 	closed    bool
 	changed   chan struct{}
 }
@@ -200,6 +201,7 @@ func (o *Outbox) replay(f *os.File) error {
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return fmt.Errorf("seeking outbox log: %w", err)
 	}
+	o.size = off
 	for seq, e := range live {
 		o.pending = append(o.pending, Item{Seq: seq, Event: e})
 	}
@@ -311,11 +313,8 @@ func (o *Outbox) Append(e agent.Event) error {
 	buf = append(buf, b...)
 	// One write and one fsync for the event and any drops it caused: either
 	// all of it is durable, or the torn tail is cut at Open.
-	if _, err := o.f.Write(buf); err != nil {
-		return fmt.Errorf("writing outbox log: %w", err)
-	}
-	if err := o.f.Sync(); err != nil {
-		return fmt.Errorf("syncing outbox log: %w", err)
+	if err := o.write(buf, true); err != nil {
+		return err
 	}
 	// The log is durable: apply to memory.
 	o.nextSeq = seq + 1
@@ -460,8 +459,8 @@ func (o *Outbox) Ack(seq uint64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := o.f.Write(b); err != nil {
-		return fmt.Errorf("writing outbox log: %w", err)
+	if err := o.write(b, false); err != nil {
+		return err
 	}
 	o.pending = append(o.pending[:i], o.pending[i+1:]...)
 	o.dead += 2
@@ -512,8 +511,14 @@ func (o *Outbox) maybeCompact() error {
 		f.Close()
 		return fmt.Errorf("compacting outbox: %w", err)
 	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
 	o.f.Close()
 	o.f = f // positioned at its end
+	o.size = st.Size()
 	o.dead = 0
 	return nil
 }
@@ -526,6 +531,25 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// write appends b to the log (and syncs it if sync). On failure (a full
+// disk, an I/O error) the log is cut back to its last valid length, so a
+// partial record can never sit in the middle of the log and hide the
+// records written after it.
+func (o *Outbox) write(b []byte, sync bool) error {
+	_, err := o.f.Write(b)
+	if err == nil && sync {
+		err = o.f.Sync()
+	}
+	if err != nil {
+		if terr := o.f.Truncate(o.size); terr == nil {
+			o.f.Seek(o.size, io.SeekStart)
+		}
+		return fmt.Errorf("writing outbox log: %w", err)
+	}
+	o.size += int64(len(b))
+	return nil
 }
 
 // Pending returns up to limit queued events, oldest first (all if limit <= 0).
