@@ -36,7 +36,6 @@ const (
 type TunnelMonitor struct {
 	tunnels  []*tunnelRun
 	byName   map[string]*tunnelRun
-	policy   configs.Policy
 	dryRun   bool
 	os       TunnelOS
 	log      *slog.Logger
@@ -82,7 +81,6 @@ type tunnelRun struct {
 	down      []*peerTrack // scratch, reused every round
 	degraded  []*peerTrack
 	readErr   error
-	probe     *TunnelProbeResult // last probe, nil when none configured
 	kaRetryAt time.Time
 	kaBackoff time.Duration // wait after a keepalive fix that did not change anything (failed, dry run)
 }
@@ -138,7 +136,6 @@ func NewTunnelMonitor(tunnels []configs.Tunnel, policy configs.Policy, dryRun bo
 	}
 	m := &TunnelMonitor{
 		byName:   make(map[string]*tunnelRun, len(tunnels)),
-		policy:   policy,
 		dryRun:   dryRun,
 		os:       tos,
 		log:      log,
@@ -308,7 +305,6 @@ func (m *TunnelMonitor) round(ctx context.Context) {
 // roundTunnel updates every peer of one tunnel from its reading and acts.
 func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnelReading, suspicion string, now time.Time) {
 	t.round++
-	t.probe = r.probe
 	if r.err != nil {
 		// No observation: every peer keeps its state.
 		if t.readErr == nil {
