@@ -61,7 +61,9 @@ func Example() {
 	state := exampleAgent{}
 	sopts := report.ServerOptions{
 		Listen: cfg.Report.HTTP.Listen, State: state, Metrics: metrics, Outbox: ob,
-		Info: func() report.NodeInfo { return report.NodeInfo{Node: cfg.Node.Name, Site: cfg.Node.Site, Version: "1.2.3"} },
+		Info: func() report.NodeInfo {
+			return report.NodeInfo{Node: cfg.Node.Name, Site: cfg.Node.Site, Version: "1.2.3"}
+		},
 	}
 	if pub != nil {
 		sopts.MQTT = pub.Info
