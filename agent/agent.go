@@ -35,6 +35,11 @@ type Agent struct {
 
 	reload chan reloadReq
 
+	// OnRound, if set before Run, is called after every tick with the
+	// current checks (from the loop's goroutine: it must not block): the
+	// wiring feeds metrics, the MQTT status and systemd's STATUS= from it.
+	OnRound func(checks []Check)
+
 	mu         sync.Mutex
 	cfg        *configs.Config
 	components []Component
@@ -137,11 +142,14 @@ func (a *Agent) start(ctx context.Context, comps []Component) (stop func()) {
 
 func (a *Agent) tick() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.progress = a.now()
 	a.rounds++
 	if !a.ready {
 		a.ready, a.notReady = true, ""
+	}
+	a.mu.Unlock()
+	if a.OnRound != nil {
+		a.OnRound(a.Checks())
 	}
 }
 

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,11 +11,11 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-func TestEmitterQueuesDurablyAndCounts(t *testing.T) {
+func TestRecorderQueuesDurablyAndCounts(t *testing.T) {
 	dir := t.TempDir()
 	ob := mustOpen(t, dir, 100)
 	m := NewMetrics(MetricsOptions{Version: "t", Outbox: ob})
-	emit := Emitter(ob, m, nil)
+	emit := (&Recorder{Outbox: ob, Metrics: m, Log: slog.New(slog.DiscardHandler)}).Emit
 	emit(agent.Event{Kind: "action", Action: "handshake", Result: "ok", Target: "wg0/AbCd"})
 	emit(agent.Event{Kind: "offload-drift", Target: "wwan0"})
 	if ob.Depth() != 2 {
@@ -35,6 +36,41 @@ func TestEmitterQueuesDurablyAndCounts(t *testing.T) {
 	emit(agent.Event{Kind: "incident"}) // closed outbox: logged and counted, no panic
 	if got := counterValue(t, m.events.WithLabelValues("outbox-error")); got != 1 {
 		t.Errorf("outbox errors = %g, want 1", got)
+	}
+}
+
+func TestRecorderAttachesEvidenceToAnIncident(t *testing.T) {
+	dir := t.TempDir()
+	ob := mustOpen(t, dir, 100)
+	store, err := OpenEvidenceStore(dir, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collected := 0
+	r := &Recorder{Outbox: ob, Evidence: store, Log: slog.New(slog.DiscardHandler),
+		Collect: func() map[string]any {
+			collected++
+			return map[string]any{"udp": map[string]int{"InCsumErrors": 7}}
+		}}
+	r.Emit(agent.Event{Kind: "action", Target: "wg0/AbCd"})
+	r.Emit(agent.Event{Kind: "incident", Target: "wg0/AbCd", Summary: "probe failed 3 times"})
+	if collected != 1 {
+		t.Errorf("evidence collected %d times, want once: only for the incident", collected)
+	}
+	items := ob.Pending(0)
+	if len(items) != 2 {
+		t.Fatalf("queued %d events, want 2", len(items))
+	}
+	if items[0].Event.Evidence != nil {
+		t.Errorf("an action got evidence: %v", items[0].Event.Evidence)
+	}
+	b, ok := items[1].Event.Evidence["bundle"].(map[string]any)
+	if !ok || b["evidence_file"] == nil {
+		t.Fatalf("the incident's evidence = %v, want a bundle summary with its file", items[1].Event.Evidence)
+	}
+	files, err := store.List()
+	if err != nil || len(files) != 1 {
+		t.Errorf("bundles on disk = %v, %v; want one", files, err)
 	}
 }
 

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/configs"
@@ -11,11 +18,12 @@ import (
 
 // checkReport is what `edgeheal check --json` prints.
 type checkReport struct {
-	Node     string        `json:"node"`
-	Config   string        `json:"config"`
-	Revision string        `json:"config_revision"`
-	Healthy  bool          `json:"healthy"`
-	Checks   []agent.Check `json:"checks"`
+	Node     string              `json:"node"`
+	Config   string              `json:"config"`
+	Revision string              `json:"config_revision"`
+	Healthy  bool                `json:"healthy"`
+	Uplinks  *agent.UplinkReport `json:"uplinks,omitempty"`
+	Checks   []agent.Check       `json:"checks"`
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) error {
@@ -31,6 +39,33 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rep := checkReport{Node: cfg.Node.Name, Config: *path, Revision: cfg.Revision, Healthy: true, Checks: []agent.Check{}}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	h := openHandles()
+	defer h.close()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if len(cfg.Uplinks) > 0 {
+		if err := errors.Join(h.need("ethtool"), h.need("netlink")); err != nil {
+			return fail(exitCantRun, fmt.Errorf("checking uplinks: %w", err))
+		}
+		up, err := agent.CheckUplinks(ctx, cfg.Uplinks, h.links, h.nicRead)
+		if err != nil {
+			return fail(exitCantRun, fmt.Errorf("checking uplinks: %w", err))
+		}
+		rep.Uplinks = &up
+		rep.Checks = append(rep.Checks, up.Checks()...)
+	}
+	if len(cfg.Tunnels) > 0 {
+		if err := h.need("wireguard"); err != nil {
+			return fail(exitCantRun, fmt.Errorf("checking tunnels: %w", err))
+		}
+		sys := &agent.TunnelSystem{WG: h.wg, Uplinks: h.links, ClockProbe: h.clock}
+		rep.Checks = append(rep.Checks, agent.CheckTunnels(ctx, cfg.Tunnels, sys, time.Now())...)
+	}
+	if len(cfg.Workloads) > 0 {
+		wm := agent.NewWorkloadMonitor(cfg.Workloads, agent.ProbesWorkloadProber{Locator: h.locator}, nil, nil, log)
+		rep.Checks = append(rep.Checks, wm.Check(ctx)...)
+	}
 	for _, c := range rep.Checks {
 		if !c.Healthy {
 			rep.Healthy = false
@@ -43,7 +78,13 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "node %s, config %s (revision %s): valid\n", rep.Node, rep.Config, rep.Revision)
+		fmt.Fprintf(stdout, "node %s, config %s (revision %s): valid\n\n", rep.Node, rep.Config, rep.Revision)
+		if rep.Uplinks != nil {
+			if err := rep.Uplinks.WriteText(stdout); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
 		writeChecks(stdout, rep.Checks)
 	}
 	if !rep.Healthy {
@@ -58,8 +99,10 @@ func writeChecks(w io.Writer, checks []agent.Check) {
 		fmt.Fprintln(w, "no uplinks, tunnels or workloads configured to check")
 		return
 	}
-	fmt.Fprintf(w, "%-9s %-28s %-10s %s\n", "KIND", "TARGET", "STATE", "DETAIL")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tTARGET\tSTATE\tDETAIL")
 	for _, c := range checks {
-		fmt.Fprintf(w, "%-9s %-28s %-10s %s\n", c.Kind, c.Target, c.State, c.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Kind, c.Target, c.State, c.Detail)
 	}
+	tw.Flush()
 }

@@ -9,9 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/report"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -44,42 +48,145 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	log.Info("starting", "version", version, "node", cfg.Node.Name, "site", cfg.Node.Site,
 		"config_revision", cfg.Revision, "files", cfg.Files, "dry_run", cfg.DryRun)
 
-	w, err := wire(cfg, log)
+	h := openHandles()
+	defer h.close()
+	for name, err := range h.errs {
+		log.Warn("a handle could not be opened; what needs it will not run", "handle", name, "error", err)
+	}
+	rep, err := openReporting(cfg, h, log)
 	if err != nil {
 		return fail(exitCantRun, err)
 	}
-	a := agent.New(cfg, w.build, log)
+	defer rep.outbox.Close()
+
+	state := &agentState{}
+	build := func(c *configs.Config) ([]agent.Component, error) {
+		comps, err := h.components(c, log, rep.recorder.Emit)
+		if err != nil {
+			return nil, err
+		}
+		var ready func(string) (bool, string, bool)
+		for _, comp := range comps {
+			if wm, ok := comp.(*agent.WorkloadMonitor); ok {
+				ready = wm.Ready
+			}
+		}
+		state.setWorkloads(ready)
+		rep.evidenceFor(c, h, state.Checks)
+		return comps, nil
+	}
+	a := agent.New(cfg, build, log)
+	state.Agent = a
+	a.OnRound = func(checks []agent.Check) {
+		rep.metrics.SetChecks(checks)
+		mqttOn := rep.publisher != nil
+		if mqttOn {
+			rep.publisher.SetChecks(checks)
+		}
+		_ = rep.notifier.Status(report.StatusLine(checks, rep.outbox.Depth(), mqttOn && rep.publisher.Connected(), mqttOn))
+	}
+	rep.metrics.ConfigLoaded(true, time.Now())
+
+	if cfg.Report.HTTP.Listen != "" {
+		sopts := report.ServerOptions{
+			Listen:  cfg.Report.HTTP.Listen,
+			State:   state,
+			Metrics: rep.metrics,
+			Outbox:  rep.outbox,
+			Info: func() report.NodeInfo {
+				c := a.Config()
+				return report.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
+			},
+			Logger: log.With("component", "http"),
+			Stale:  max(3*cfg.Interval.D(), 30*time.Second),
+		}
+		if rep.publisher != nil {
+			sopts.MQTT = rep.publisher.Info
+		}
+		rep.server = report.NewServer(sopts)
+		// A taken port must not keep a network healer down: run without HTTP
+		// and say so loudly.
+		if err := rep.server.Start(); err != nil {
+			log.Error("running without the HTTP endpoints", "error", err)
+			rep.server = nil
+		}
+	}
+	if rep.publisher != nil {
+		rep.publisher.Start(ctx)
+	}
+
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		rep.notifier.RunWatchdog(ctx, a.LastProgress)
+	}()
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	if err := rep.notifier.Ready(); err != nil {
+		log.Warn("could not notify systemd", "error", err)
+	}
 	for {
 		select {
 		case err := <-done:
-			w.close()
+			_ = rep.notifier.Stopping()
+			stop()
+			bg.Wait()
+			shutdown(log, rep)
 			if err != nil {
 				return fail(exitCantRun, err)
 			}
 			log.Info("stopped")
 			return nil
 		case <-hup:
-			reload(ctx, log, a, *path)
+			_ = rep.notifier.Reloading()
+			ok := reload(ctx, log, a, *path)
+			rep.metrics.ConfigLoaded(ok, time.Now())
+			if ok && rep.publisher != nil {
+				rep.publisher.SetConfigRevision(a.Config().Revision)
+			}
+			_ = rep.notifier.Ready()
+		}
+	}
+}
+
+// shutdown publishes `offline` (the publisher does it on Stop) and closes
+// the HTTP listener, each within a few seconds: a broker that does not
+// answer must not hold up a stop.
+func shutdown(log *slog.Logger, rep *reporting) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rep.publisher != nil {
+		if err := rep.publisher.Stop(ctx); err != nil {
+			log.Warn("mqtt publisher did not stop cleanly", "error", err)
+		}
+	}
+	if rep.server != nil {
+		if err := rep.server.Shutdown(ctx); err != nil {
+			log.Warn("http server did not stop cleanly", "error", err)
 		}
 	}
 }
 
 // reload loads the config again and hands it to the agent; on any problem
 // the running config stays and the reason is logged.
-func reload(ctx context.Context, log *slog.Logger, a *agent.Agent, path string) {
+func reload(ctx context.Context, log *slog.Logger, a *agent.Agent, path string) bool {
 	cfg, err := configs.Load(path)
 	if err != nil {
 		log.Error("reload refused: keeping the running config", "config", path, "running_revision", a.Config().Revision, "error", err)
-		return
+		return false
 	}
+	old := a.Config()
 	if err := a.Reload(ctx, cfg); err != nil {
 		log.Error("reload refused: keeping the running config", "config", path, "error", err)
-		return
+		return false
 	}
 	saveLastGood(log, cfg)
+	if !reflect.DeepEqual(old.Report, cfg.Report) || old.Node != cfg.Node {
+		log.Warn("report and node settings changed: they apply at the next restart (systemctl restart edgeheal)")
+	}
 	log.Info("reloaded", "config_revision", cfg.Revision, "files", cfg.Files)
+	return true
 }
 
 // startConfig loads the config; if it is invalid or unreadable, it falls
@@ -119,21 +226,12 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	if os.Getenv("JOURNAL_STREAM") != "" {
-		// journald stamps every line itself.
-		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		}
-	}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		// Structured journal entries when stderr is the journal, text otherwise.
+		return slog.New(report.LogHandler(w, lv, "edgeheal")), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
