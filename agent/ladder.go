@@ -64,6 +64,7 @@ type ladderGuards struct {
 // Hold kinds: why the ladder waits instead of acting.
 const (
 	holdUplink   = "uplink"
+	holdSettle   = "uplink-back"
 	holdClock    = "clock"
 	holdCooldown = "cooldown"
 )
@@ -79,16 +80,21 @@ type ladderStep struct {
 }
 
 // ladderDecide chooses what to do for a peer that is down, whose next rung
-// to try is from. It is pure: the guards were observed by the caller and the
-// budget is only read.
+// to try is from; prevHold is why the ladder waited in the previous round
+// ("" if it did not). It is pure: the guards were observed by the caller and
+// the budget is only read.
 //
 // Order matters. An exhausted ladder gives up. An uplink outage holds every
 // rung: restarting a tunnel does not fix the modem, and the outage is
-// reported as what it is. A bad clock holds the disruptive rungs (they would
-// only send more handshakes the peer drops). A spent budget gives up (sticky,
-// alerting) rather than waiting for the window to roll over into another
-// round of disruption. A cooldown only delays.
-func ladderDecide(t configs.Tunnel, from int, g ladderGuards, b *actionBudget, now time.Time) ladderStep {
+// reported as what it is. An uplink that just came back holds one more
+// round: the bad observation was made while it was down, and WireGuard's
+// session resumes by itself within a fraction of a second of a short outage
+// (LAB-NOTES), so only a probe made after the return may trigger a repair.
+// A bad clock holds the disruptive rungs (they would only send more
+// handshakes the peer drops). A spent budget gives up (sticky, alerting)
+// rather than waiting for the window to roll over into another round of
+// disruption. A cooldown only delays.
+func ladderDecide(t configs.Tunnel, from int, prevHold string, g ladderGuards, b *actionBudget, now time.Time) ladderStep {
 	i, ok := ladderNextRung(t, from)
 	if !ok {
 		return ladderStep{GiveUp: fmt.Sprintf("every rung tried (heal: %s)", strings.Join(t.Heal, ", "))}
@@ -96,6 +102,10 @@ func ladderDecide(t configs.Tunnel, from int, g ladderGuards, b *actionBudget, n
 	st := ladderStep{Index: i, Rung: t.Heal[i]}
 	if !g.UplinkOK {
 		st.HoldKind, st.Hold = holdUplink, "uplink outage: "+g.UplinkCause
+		return st
+	}
+	if prevHold == holdUplink {
+		st.HoldKind, st.Hold = holdSettle, "uplink back: one more probe before acting"
 		return st
 	}
 	if !ladderDisruptive(st.Rung) {

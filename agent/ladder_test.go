@@ -26,12 +26,13 @@ func TestLadderDecide(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name   string
-		t      configs.Tunnel
-		from   int
-		g      ladderGuards
-		budget func() *actionBudget
-		want   ladderStep
+		name     string
+		t        configs.Tunnel
+		from     int
+		prevHold string
+		g        ladderGuards
+		budget   func() *actionBudget
+		want     ladderStep
 	}{
 		{
 			name: "the first rung with all guards fine is reassert",
@@ -42,6 +43,16 @@ func TestLadderDecide(t *testing.T) {
 			name: "an uplink outage holds even the free reassert",
 			t:    full, g: ladderGuards{UplinkCause: "no default route", ClockOK: true}, budget: fresh,
 			want: ladderStep{Index: 0, Rung: "reassert", HoldKind: holdUplink, Hold: "uplink outage: no default route"},
+		},
+		{
+			name: "an uplink that just came back holds one more round: the bad probe was made while it was down",
+			t:    full, from: 1, prevHold: holdUplink, g: fine, budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdSettle, Hold: "uplink back: one more probe before acting"},
+		},
+		{
+			name: "after that round the ladder acts",
+			t:    full, from: 1, prevHold: holdSettle, g: fine, budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake"},
 		},
 		{
 			name: "a bad clock does not hold reassert, which is not disruptive",
@@ -96,7 +107,7 @@ func TestLadderDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ladderDecide(tt.t, tt.from, tt.g, tt.budget(), t0)
+			got := ladderDecide(tt.t, tt.from, tt.prevHold, tt.g, tt.budget(), t0)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ladderDecide (-want +got):\n%s", diff)
 			}

@@ -539,7 +539,7 @@ func (m *TunnelMonitor) runLadder(ctx context.Context, t *tunnelRun) {
 			if _, ok := ladderNextRung(t.cfg, p.st.Rung); ok {
 				g = m.guards(ctx, p)
 			}
-			st := ladderDecide(t.cfg, p.st.Rung, g, t.budget, now)
+			st := ladderDecide(t.cfg, p.st.Rung, p.holdKind, g, t.budget, now)
 			if st.GiveUp != "" {
 				m.apply(t, p, PeerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
 				break
@@ -616,7 +616,7 @@ func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 // bad clock once per incident: they are the diagnosis, not noise.
 func (m *TunnelMonitor) holdLadder(t *tunnelRun, p *peerTrack, st ladderStep, now time.Time) {
 	p.holdKind, p.hold = st.HoldKind, st.Hold
-	if st.HoldKind == holdCooldown || p.reported[st.HoldKind] {
+	if st.HoldKind == holdCooldown || st.HoldKind == holdSettle || p.reported[st.HoldKind] {
 		return
 	}
 	if p.reported == nil {

@@ -289,11 +289,39 @@ func TestTunnelMonitorDoesNotTouchTheTunnelWhenTheUplinkIsDown(t *testing.T) {
 		}
 
 		f.set(func(f *tunnelFakeOS) { f.uplink = UplinkStatus{Up: true} })
-		h.at(62*tsec + tsec/2)
+		h.at(61*tsec + tsec/2)
+		h.wantCalls("one round after the uplink came back: that round's probe was made while it was down")
+		h.at(63*tsec + tsec/2)
 		h.wantCalls("after the uplink came back and the tunnel stayed dark",
 			"reassert wg0",
 			"handshake "+tunnelPeer0+" keepalive 20s")
 		h.wantState("after the uplink came back", 0, PeerOK)
+	})
+}
+
+func TestTunnelMonitorLetsASessionResumeByItselfWhenTheUplinkReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTunnelFakeOS("wg0", 1, 20*tsec)
+		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
+		defer h.stop()
+
+		h.at(10*tsec + tsec/2)
+		f.set(func(f *tunnelFakeOS) {
+			f.dark["wg0"], f.uplink = true, UplinkStatus{Detail: "host path to 192.0.2.1:51820: timeout"}
+		})
+		h.at(30*tsec + tsec/2)
+		// The modem passes again: the host path answers at once, the 31 s
+		// round's probe still misses (it raced the return), and WireGuard's
+		// session resumes by itself before the next one.
+		f.set(func(f *tunnelFakeOS) { f.uplink = UplinkStatus{Up: true} })
+		h.at(31*tsec + tsec/2)
+		f.set(func(f *tunnelFakeOS) { f.dark["wg0"] = false })
+		h.at(40 * tsec)
+		h.wantCalls("after a short blackhole")
+		h.wantEvents("after a short blackhole",
+			"13s incident "+tunnelPeer0+" opened",
+			"13s uplink-outage "+tunnelPeer0+" held",
+			"32s recovered "+tunnelPeer0+" ok")
 	})
 }
 
