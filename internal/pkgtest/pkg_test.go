@@ -1,0 +1,442 @@
+package pkgtest
+
+import (
+	"bytes"
+	"debug/elf"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// version is the package version the test builds, so names are known.
+const version = "1.2.3~test"
+
+// arches are the architectures the packages are built for.
+var arches = []string{"amd64", "arm64"}
+
+var (
+	repo     string // repository root
+	dist     string // the built packages
+	buildErr error  // why building failed; every test then fails with it
+	buildLog string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := func() int {
+		wd, err := os.Getwd()
+		if err != nil {
+			buildErr = err
+			return m.Run()
+		}
+		repo = filepath.Clean(filepath.Join(wd, "..", ".."))
+		if testing.Short() {
+			return m.Run()
+		}
+		tmp, err := os.MkdirTemp("", "edgeheal-pkgtest-")
+		if err != nil {
+			buildErr = err
+			return m.Run()
+		}
+		defer os.RemoveAll(tmp)
+		dist = filepath.Join(tmp, "dist")
+		buildLog, buildErr = buildPackages(tmp)
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// buildPackages runs packaging/build.sh as `make package` does, into tmp.
+// The pinned nfpm is kept in the user's cache directory between runs.
+func buildPackages(tmp string) (string, error) {
+	tools := filepath.Join(tmp, "tools")
+	if c, err := os.UserCacheDir(); err == nil {
+		tools = filepath.Join(c, "edgeheal-pkgtest-tools")
+	}
+	cmd := exec.Command("sh", filepath.Join(repo, "packaging", "build.sh"))
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(),
+		"VERSION="+version, "SOURCE_DATE_EPOCH=1796000000", "ARCHES="+strings.Join(arches, " "),
+		"DIST="+dist, "BIN="+filepath.Join(tmp, "bin"), "TOOLS="+tools, "GO="+goTool())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("packaging/build.sh: %w\n%s", err, out)
+	}
+	return string(out), nil
+}
+
+// goTool is the go command of the toolchain running the tests.
+func goTool() string {
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go"
+}
+
+// built fails the test unless the packages were built.
+func built(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds packages: run `go test -count=1 ./internal/pkgtest` without -short")
+	}
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+func debPath(arch string) string {
+	return filepath.Join(dist, fmt.Sprintf("edgeheal_%s-1_%s.deb", version, arch))
+}
+
+func rpmPath(arch string) string {
+	rarch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
+	return filepath.Join(dist, fmt.Sprintf("edgeheal-%s-1.%s.rpm", version, rarch))
+}
+
+func output(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+func TestBuildMakesFourPackages(t *testing.T) {
+	built(t)
+	entries, err := os.ReadDir(dist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	var want []string
+	for _, a := range arches {
+		want = append(want, filepath.Base(debPath(a)), filepath.Base(rpmPath(a)))
+	}
+	sort.Strings(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("dist/ (-want +got):\n%s\nbuild output:\n%s", diff, buildLog)
+	}
+}
+
+// entry is one path in a package payload as the package tool lists it.
+type entry struct {
+	Mode  string // ls-style, e.g. -rwxr-xr-x
+	Owner string // user/group
+}
+
+// wantPayload is every path the packages must hold, with its mode; the
+// fleet templates are whatever configs/fleet holds.
+func wantPayload(t *testing.T, format string) map[string]entry {
+	t.Helper()
+	dir := func() entry { return entry{"drwxr-xr-x", "root/root"} }
+	file := func() entry { return entry{"-rw-r--r--", "root/root"} }
+	w := map[string]entry{
+		"/etc/edgeheal":                                   dir(),
+		"/etc/edgeheal/config.d":                          dir(),
+		"/etc/edgeheal/config.yaml":                       file(),
+		"/usr/bin/edgeheal":                               {"-rwxr-xr-x", "root/root"},
+		"/usr/lib/systemd/system/edgeheal.service":        file(),
+		"/usr/lib/tmpfiles.d/edgeheal.conf":               file(),
+		"/usr/share/doc/edgeheal":                         dir(),
+		"/usr/share/doc/edgeheal/copyright":               file(),
+		"/usr/share/doc/edgeheal/examples":                dir(),
+		"/usr/share/doc/edgeheal/examples/edge-node.yaml": file(),
+		"/usr/share/doc/edgeheal/packaging.md.gz":         file(),
+		"/usr/share/edgeheal":                             dir(),
+		"/usr/share/man/man1/edgeheal.1.gz":               file(),
+	}
+	err := filepath.WalkDir(filepath.Join(repo, "configs", "fleet"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Join(repo, "configs"), p)
+		if d.IsDir() {
+			w["/usr/share/edgeheal/"+rel] = dir()
+		} else {
+			w["/usr/share/edgeheal/"+rel] = file()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch format {
+	case "deb":
+		w["/usr/share/doc/edgeheal/changelog.Debian.gz"] = file()
+		w["/usr/share/lintian/overrides/edgeheal"] = file()
+	case "rpm":
+		w["/usr/lib/systemd/system-preset/90-edgeheal.preset"] = file()
+	}
+	return w
+}
+
+// debPayload lists a .deb's files and the directories only it owns (a
+// .deb lists every parent directory too; those of the FHS are dropped).
+func debPayload(t *testing.T, deb string) map[string]entry {
+	t.Helper()
+	got := map[string]entry{}
+	for _, line := range strings.Split(strings.TrimSpace(output(t, "dpkg-deb", "--contents", deb)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			t.Fatalf("dpkg-deb --contents line %q", line)
+		}
+		p := strings.TrimSuffix(strings.TrimPrefix(f[5], "."), "/")
+		if p == "" || (f[0][0] == 'd' && !strings.Contains(p, "edgeheal")) {
+			continue
+		}
+		owner := f[1]
+		if owner == "0/0" { // nfpm writes the generated changelog with numeric ids
+			owner = "root/root"
+		}
+		got[p] = entry{f[0], owner}
+	}
+	return got
+}
+
+func rpmPayload(t *testing.T, rpm string) map[string]entry {
+	t.Helper()
+	got := map[string]entry{}
+	out := output(t, "rpm", "-qp", "--qf", "[%{FILEMODES:perms}|%{FILEUSERNAME}/%{FILEGROUPNAME}|%{FILENAMES}\n]", rpm)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 3 {
+			t.Fatalf("rpm line %q", line)
+		}
+		got[f[2]] = entry{f[0], f[1]}
+	}
+	return got
+}
+
+func TestPackagesHoldEveryFileWithItsMode(t *testing.T) {
+	built(t)
+	for _, arch := range arches {
+		t.Run("deb "+arch, func(t *testing.T) {
+			if diff := cmp.Diff(wantPayload(t, "deb"), debPayload(t, debPath(arch))); diff != "" {
+				t.Errorf("payload of %s (-want +got):\n%s", debPath(arch), diff)
+			}
+		})
+		t.Run("rpm "+arch, func(t *testing.T) {
+			if diff := cmp.Diff(wantPayload(t, "rpm"), rpmPayload(t, rpmPath(arch))); diff != "" {
+				t.Errorf("payload of %s (-want +got):\n%s", rpmPath(arch), diff)
+			}
+		})
+	}
+}
+
+func TestPackagesMarkOnlyTheMainConfigAsConfig(t *testing.T) {
+	built(t)
+	for _, arch := range arches {
+		t.Run("deb conffiles "+arch, func(t *testing.T) {
+			got := output(t, "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -xO ./conffiles`, "sh", debPath(arch))
+			if got != "/etc/edgeheal/config.yaml\n" {
+				t.Errorf("conffiles = %q, want only /etc/edgeheal/config.yaml", got)
+			}
+		})
+		t.Run("rpm config(noreplace) "+arch, func(t *testing.T) {
+			out := output(t, "rpm", "-qp", "--qf", "[%{FILEFLAGS:fflags}|%{FILENAMES}\n]", rpmPath(arch))
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				flags, name, _ := strings.Cut(line, "|")
+				if strings.Contains(flags, "c") {
+					got = append(got, flags+" "+name)
+				}
+			}
+			// c: %config, n: noreplace (an edited file is kept; the new one lands as .rpmnew).
+			if diff := cmp.Diff([]string{"cn /etc/edgeheal/config.yaml"}, got); diff != "" {
+				t.Errorf("config files (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPackagesCarryTheRepositoryUnitAndConfig(t *testing.T) {
+	built(t)
+	root := extractDeb(t, debPath("amd64"))
+	for pkgPath, repoPath := range map[string]string{
+		"/usr/lib/systemd/system/edgeheal.service": "packaging/edgeheal.service",
+		"/etc/edgeheal/config.yaml":                "packaging/config.yaml",
+		"/usr/lib/tmpfiles.d/edgeheal.conf":        "packaging/edgeheal.tmpfiles",
+	} {
+		got, err := os.ReadFile(filepath.Join(root, pkgPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(repo, repoPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s in the package differs from %s", pkgPath, repoPath)
+		}
+	}
+}
+
+func extractDeb(t *testing.T, deb string) string {
+	t.Helper()
+	root := t.TempDir()
+	output(t, "dpkg-deb", "--extract", deb, root)
+	return root
+}
+
+func TestPackagedBinaryIsStaticForItsArchitecture(t *testing.T) {
+	built(t)
+	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+	for _, arch := range arches {
+		t.Run(arch, func(t *testing.T) {
+			bin := filepath.Join(extractDeb(t, debPath(arch)), "usr", "bin", "edgeheal")
+			f, err := elf.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if f.Machine != machine[arch] {
+				t.Errorf("ELF machine = %v, want %v", f.Machine, machine[arch])
+			}
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP {
+					t.Errorf("has an ELF interpreter: want a static binary (CGO_ENABLED=0)")
+				}
+			}
+			if arch == runtime.GOARCH {
+				if got := output(t, bin, "version"); got != "edgeheal "+version+"\n" {
+					t.Errorf("edgeheal version = %q, want the package version", got)
+				}
+			}
+		})
+	}
+}
+
+// The .deb scripts follow dh_installsystemd: deb-systemd-helper for the
+// enablement state, deb-systemd-invoke to start, restart and stop.
+func TestDebMaintainerScriptsUseDebSystemdHelpers(t *testing.T) {
+	built(t)
+	dir := t.TempDir()
+	output(t, "dpkg-deb", "--control", debPath("amd64"), dir)
+	want := map[string][]string{
+		"postinst": {"deb-systemd-helper enable 'edgeheal.service'", "deb-systemd-helper --quiet was-enabled", `deb-systemd-invoke "$_action" 'edgeheal.service'`, "systemd-tmpfiles --create edgeheal.conf"},
+		"prerm":    {"deb-systemd-invoke stop 'edgeheal.service'"},
+		"postrm":   {"deb-systemd-helper purge 'edgeheal.service'", "deb-systemd-helper mask 'edgeheal.service'", `rm -rf "${DPKG_ROOT:-}/var/lib/edgeheal"`},
+	}
+	for name, needles := range want {
+		p := filepath.Join(dir, name)
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Errorf("%s missing: %v", name, err)
+			continue
+		}
+		if info.Mode().Perm() != 0o755 {
+			t.Errorf("%s mode = %v, want 0755", name, info.Mode().Perm())
+		}
+		data, _ := os.ReadFile(p)
+		if !strings.HasPrefix(string(data), "#!/bin/sh\n") {
+			t.Errorf("%s does not start with #!/bin/sh", name)
+		}
+		for _, n := range needles {
+			if !strings.Contains(string(data), n) {
+				t.Errorf("%s lacks %q", name, n)
+			}
+		}
+		if out, err := exec.Command("sh", "-n", p).CombinedOutput(); err != nil {
+			t.Errorf("sh -n %s: %v\n%s", name, err, out)
+		}
+	}
+	for _, absent := range []string{"preinst"} {
+		if _, err := os.Stat(filepath.Join(dir, absent)); err == nil {
+			t.Errorf("%s present; the package needs none", absent)
+		}
+	}
+}
+
+// The .rpm scripts follow the %systemd_post/%systemd_preun/
+// %systemd_postun_with_restart macros.
+func TestRpmScriptletsUseSystemctlPresetAndTryRestart(t *testing.T) {
+	built(t)
+	out := output(t, "rpm", "-qp", "--scripts", rpmPath("amd64"))
+	for _, n := range []string{
+		"postinstall scriptlet (using /bin/sh)",
+		"systemctl --no-reload preset edgeheal.service",
+		"preuninstall scriptlet (using /bin/sh)",
+		"systemctl --no-reload disable --now edgeheal.service",
+		"postuninstall scriptlet (using /bin/sh)",
+		"systemctl try-restart edgeheal.service",
+	} {
+		if !strings.Contains(out, n) {
+			t.Errorf("rpm scripts lack %q:\n%s", n, out)
+		}
+	}
+	if got := output(t, "rpm", "-qp", "--changelog", rpmPath("amd64")); !strings.Contains(got, "0.1.0") {
+		t.Errorf("rpm changelog = %q, want the packaging/changelog.yaml entries", got)
+	}
+}
+
+func TestDebIsLintianClean(t *testing.T) {
+	built(t)
+	for _, arch := range arches {
+		t.Run(arch, func(t *testing.T) {
+			cmd := exec.Command("lintian", "--pedantic", "--fail-on", "error,warning,info,pedantic", debPath(arch))
+			out, err := cmd.CombinedOutput()
+			var tags []string
+			for _, line := range strings.Split(string(out), "\n") {
+				if line != "" && !strings.Contains(line, "running with root privileges") {
+					tags = append(tags, line)
+				}
+			}
+			if err != nil || len(tags) > 0 {
+				t.Errorf("lintian: %v\n%s", err, strings.Join(tags, "\n"))
+			}
+		})
+	}
+}
+
+// Every lintian override is preceded by a comment that justifies it.
+func TestLintianOverridesAreJustified(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repo, "packaging", "lintian-overrides"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prevComment := false
+	for i, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "#"):
+			prevComment = true
+		case strings.TrimSpace(line) == "":
+			prevComment = false
+		default:
+			if !prevComment {
+				t.Errorf("lintian-overrides:%d: %q has no justifying comment right above it", i+1, line)
+			}
+		}
+	}
+}
+
+// The unit's exposure, as systemd-analyze security scores it offline, must
+// not get worse than what docs/packaging.md reports (3.1 at the time of
+// writing; 0 is best, 10 worst).
+func TestUnitSecurityExposureStaysLow(t *testing.T) {
+	unit := filepath.Join(repo, "packaging", "edgeheal.service")
+	cmd := exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=35", "--no-pager", unit)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("systemd-analyze security: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Overall exposure level for edgeheal.service") {
+		t.Errorf("no overall exposure in:\n%s", out)
+	}
+}

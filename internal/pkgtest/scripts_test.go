@@ -1,0 +1,274 @@
+package pkgtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeTools are the commands maintainer scripts call; each fake logs its
+// name and arguments. deb-systemd-helper's was-enabled answers from
+// $WAS_ENABLED.
+var fakeTools = map[string]string{
+	"deb-systemd-helper": `echo "deb-systemd-helper $*" >>"$LOG"
+if [ "$1 $2" = "--quiet was-enabled" ]; then [ "$WAS_ENABLED" = 1 ]; exit; fi`,
+	"deb-systemd-invoke": `echo "deb-systemd-invoke $*" >>"$LOG"`,
+	"systemctl":          `echo "systemctl $*" >>"$LOG"`,
+	"systemd-tmpfiles":   `echo "systemd-tmpfiles $*" >>"$LOG"`,
+}
+
+type scriptRun struct {
+	script         string // under packaging/scripts
+	args           []string
+	systemdRunning bool // /run/systemd/system exists
+	wasEnabled     bool
+}
+
+// runScript runs a maintainer script against the fakes, in a private mount
+// namespace whose /run is an empty tmpfs (with /run/systemd/system when
+// systemd should look running), with DPKG_ROOT set to root. It returns the
+// logged calls.
+func runScript(t *testing.T, root string, r scriptRun) []string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range fakeTools {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := filepath.Join(dir, "log")
+	running, enabled := "0", "0"
+	if r.systemdRunning {
+		running = "1"
+	}
+	if r.wasEnabled {
+		enabled = "1"
+	}
+	script := filepath.Join(repo, "packaging", "scripts", r.script)
+	shell := `mount -t tmpfs edgeheal-pkgtest /run && if [ "$RUNNING" = 1 ]; then mkdir -p /run/systemd/system; fi && exec sh "$@"`
+	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", shell, "sh", script}, r.args...)...)
+	cmd.Env = []string{"PATH=" + bin + ":/usr/sbin:/usr/bin:/sbin:/bin", "LOG=" + log, "DPKG_ROOT=" + root,
+		"RUNNING=" + running, "WAS_ENABLED=" + enabled}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", r.script, r.args, err, out)
+	}
+	data, err := os.ReadFile(log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a private mount namespace over /run): run `sudo go test -count=1 ./internal/pkgtest -run TestLab`")
+	}
+}
+
+func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
+	needRoot(t)
+	tests := []struct {
+		name string
+		run  scriptRun
+		want []string
+	}{
+		{
+			name: "a first install enables and starts the service",
+			run:  scriptRun{script: "deb-postinst", args: []string{"configure", ""}, systemdRunning: true, wasEnabled: true},
+			want: []string{
+				"systemd-tmpfiles --create edgeheal.conf",
+				"deb-systemd-helper unmask edgeheal.service",
+				"deb-systemd-helper --quiet was-enabled edgeheal.service",
+				"deb-systemd-helper enable edgeheal.service",
+				"systemctl --system daemon-reload",
+				"deb-systemd-invoke start edgeheal.service",
+			},
+		},
+		{
+			name: "an upgrade restarts the service on the new binary",
+			run:  scriptRun{script: "deb-postinst", args: []string{"configure", "0.1.0-1"}, systemdRunning: true, wasEnabled: true},
+			want: []string{
+				"systemd-tmpfiles --create edgeheal.conf",
+				"deb-systemd-helper unmask edgeheal.service",
+				"deb-systemd-helper --quiet was-enabled edgeheal.service",
+				"deb-systemd-helper enable edgeheal.service",
+				"systemctl --system daemon-reload",
+				"deb-systemd-invoke restart edgeheal.service",
+			},
+		},
+		{
+			name: "an upgrade keeps a unit the admin disabled disabled",
+			run:  scriptRun{script: "deb-postinst", args: []string{"configure", "0.1.0-1"}, systemdRunning: true, wasEnabled: false},
+			want: []string{
+				"systemd-tmpfiles --create edgeheal.conf",
+				"deb-systemd-helper unmask edgeheal.service",
+				"deb-systemd-helper --quiet was-enabled edgeheal.service",
+				"deb-systemd-helper update-state edgeheal.service",
+				"systemctl --system daemon-reload",
+				"deb-systemd-invoke restart edgeheal.service",
+			},
+		},
+		{
+			name: "an install without a running systemd (an image build) enables but starts nothing",
+			run:  scriptRun{script: "deb-postinst", args: []string{"configure", ""}, systemdRunning: false, wasEnabled: true},
+			want: []string{
+				"systemd-tmpfiles --create edgeheal.conf",
+				"deb-systemd-helper unmask edgeheal.service",
+				"deb-systemd-helper --quiet was-enabled edgeheal.service",
+				"deb-systemd-helper enable edgeheal.service",
+			},
+		},
+		{
+			name: "prerm of an upgrade leaves the service running",
+			run:  scriptRun{script: "deb-prerm", args: []string{"upgrade", "0.2.0-1"}, systemdRunning: true},
+			want: nil,
+		},
+		{
+			name: "prerm of a removal stops the service",
+			run:  scriptRun{script: "deb-prerm", args: []string{"remove"}, systemdRunning: true},
+			want: []string{"deb-systemd-invoke stop edgeheal.service"},
+		},
+		{
+			name: "postrm of a removal masks the unit's leftover enablement",
+			run:  scriptRun{script: "deb-postrm", args: []string{"remove"}, systemdRunning: true},
+			want: []string{"systemctl --system daemon-reload", "deb-systemd-helper mask edgeheal.service"},
+		},
+		{
+			name: "postrm of a purge forgets the enablement",
+			run:  scriptRun{script: "deb-postrm", args: []string{"purge"}, systemdRunning: false},
+			want: []string{"deb-systemd-helper purge edgeheal.service", "deb-systemd-helper unmask edgeheal.service"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runScript(t, t.TempDir(), tt.run)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLabDebPurgeRemovesStateButKeepsFleetFiles(t *testing.T) {
+	needRoot(t)
+	root := t.TempDir()
+	for _, p := range []string{"var/lib/edgeheal/outbox/0001.json", "var/lib/edgeheal/last-good-config.yaml", "etc/edgeheal/config.d/50-fleet.yaml"} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runScript(t, root, scriptRun{script: "deb-postrm", args: []string{"remove"}})
+	if _, err := os.Stat(filepath.Join(root, "var/lib/edgeheal/last-good-config.yaml")); err != nil {
+		t.Errorf("remove (not purge) deleted the state: %v", err)
+	}
+	runScript(t, root, scriptRun{script: "deb-postrm", args: []string{"purge"}})
+	if _, err := os.Stat(filepath.Join(root, "var/lib/edgeheal")); !os.IsNotExist(err) {
+		t.Errorf("purge left /var/lib/edgeheal (err %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/edgeheal/config.d/50-fleet.yaml")); err != nil {
+		t.Errorf("purge removed a file the package does not own: %v", err)
+	}
+	// With config.d empty, purge removes /etc/edgeheal too.
+	os.Remove(filepath.Join(root, "etc/edgeheal/config.d/50-fleet.yaml"))
+	runScript(t, root, scriptRun{script: "deb-postrm", args: []string{"purge"}})
+	if _, err := os.Stat(filepath.Join(root, "etc/edgeheal")); !os.IsNotExist(err) {
+		t.Errorf("purge left an empty /etc/edgeheal (err %v)", err)
+	}
+}
+
+func TestLabRpmScriptletsInstallUpgradeErase(t *testing.T) {
+	needRoot(t)
+	// rpm runs, on an upgrade: new %post (2), then old %preun (1) and
+	// old %postun (1); on an erase: %preun (0), %postun (0).
+	tests := []struct {
+		name string
+		run  scriptRun
+		want []string
+	}{
+		{
+			name: "a first install presets (enables) and starts the service",
+			run:  scriptRun{script: "rpm-post", args: []string{"1"}, systemdRunning: true},
+			want: []string{
+				"systemd-tmpfiles --create edgeheal.conf",
+				"systemctl --no-reload preset edgeheal.service",
+				"systemctl daemon-reload",
+				"systemctl start edgeheal.service",
+			},
+		},
+		{
+			name: "an install without a running systemd presets only",
+			run:  scriptRun{script: "rpm-post", args: []string{"1"}},
+			want: []string{"systemd-tmpfiles --create edgeheal.conf", "systemctl --no-reload preset edgeheal.service"},
+		},
+		{
+			name: "%post of an upgrade keeps the admin's enablement",
+			run:  scriptRun{script: "rpm-post", args: []string{"2"}, systemdRunning: true},
+			want: []string{"systemd-tmpfiles --create edgeheal.conf"},
+		},
+		{
+			name: "%preun of an upgrade leaves the service alone",
+			run:  scriptRun{script: "rpm-preun", args: []string{"1"}, systemdRunning: true},
+			want: nil,
+		},
+		{
+			name: "%postun of an upgrade try-restarts the service",
+			run:  scriptRun{script: "rpm-postun", args: []string{"1"}, systemdRunning: true},
+			want: []string{"systemctl daemon-reload", "systemctl try-restart edgeheal.service"},
+		},
+		{
+			name: "an erase disables and stops the service",
+			run:  scriptRun{script: "rpm-preun", args: []string{"0"}, systemdRunning: true},
+			want: []string{"systemctl --no-reload disable --now edgeheal.service"},
+		},
+		{
+			name: "%postun of an erase only reloads the units",
+			run:  scriptRun{script: "rpm-postun", args: []string{"0"}, systemdRunning: true},
+			want: []string{"systemctl daemon-reload"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runScript(t, t.TempDir(), tt.run)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The packages carry exactly the scripts tested above.
+func TestPackagesCarryTheTestedScripts(t *testing.T) {
+	built(t)
+	dir := t.TempDir()
+	output(t, "dpkg-deb", "--control", debPath("amd64"), dir)
+	for pkg, src := range map[string]string{"postinst": "deb-postinst", "prerm": "deb-prerm", "postrm": "deb-postrm"} {
+		got, _ := os.ReadFile(filepath.Join(dir, pkg))
+		want, _ := os.ReadFile(filepath.Join(repo, "packaging", "scripts", src))
+		if string(got) != string(want) {
+			t.Errorf("the .deb's %s is not packaging/scripts/%s", pkg, src)
+		}
+	}
+	scripts := output(t, "rpm", "-qp", "--scripts", rpmPath("amd64"))
+	for _, src := range []string{"rpm-post", "rpm-preun", "rpm-postun"} {
+		want, _ := os.ReadFile(filepath.Join(repo, "packaging", "scripts", src))
+		if !strings.Contains(scripts, strings.TrimSpace(string(want))) {
+			t.Errorf("the .rpm's scriptlets do not include packaging/scripts/%s", src)
+		}
+	}
+}

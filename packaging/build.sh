@@ -1,0 +1,65 @@
+#!/bin/sh
+# build.sh: build edgeheal for amd64 and arm64 and package each as .deb and
+# .rpm into dist/ (`make package` runs this). Run from anywhere; it works in
+# the repository root.
+#
+#   VERSION   package version (default: the git tag without its v, or
+#             0.1.0~git<commit date>.<short hash> for an untagged commit)
+#   ARCHES    architectures to build (default: "amd64 arm64")
+#   DIST      output directory (default: dist)
+#   BIN       where the binaries go, as BIN/linux_ARCH/edgeheal (default: bin)
+#   TOOLS     where the pinned nfpm is built once and kept (default: bin/.tools)
+#   NFPM      the nfpm command (default: nfpm $NFPM_VERSION, built once with
+#             go install into TOOLS and reused)
+set -eu
+
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+NFPM_VERSION=v2.45.2
+ARCHES=${ARCHES:-"amd64 arm64"}
+DIST=${DIST:-dist}
+BIN=${BIN:-bin}
+TOOLS=${TOOLS:-bin/.tools}
+
+if [ -z "${VERSION:-}" ]; then
+	if tag=$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null); then
+		VERSION=${tag#v}
+	else
+		VERSION="0.1.0~git$(git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null || echo 0).$(git rev-parse --short=7 HEAD 2>/dev/null || echo dev)"
+	fi
+fi
+# Reproducible archives: every file's mtime is the commit's time.
+SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+export VERSION SOURCE_DATE_EPOCH
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+mkdir -p "$DIST"
+rm -f "$DIST"/edgeheal_*.deb "$DIST"/edgeheal-*.rpm   # only this build's four packages
+
+# The pinned nfpm, built once (go run would link it again on every call).
+if [ -z "${NFPM:-}" ]; then
+	mkdir -p "$TOOLS"
+	NFPM="$(cd "$TOOLS" && pwd)/nfpm-$NFPM_VERSION"
+	if [ ! -x "$NFPM" ]; then
+		GOBIN="$work/tools" CGO_ENABLED=0 $GO install "github.com/goreleaser/nfpm/v2/cmd/nfpm@$NFPM_VERSION"
+		mv "$work/tools/nfpm" "$NFPM"
+	fi
+fi
+
+# Architecture-independent generated files: gzip -9n as Debian wants them.
+gzip -9nc packaging/edgeheal.1 >"$work/edgeheal.1.gz"
+gzip -9nc docs/packaging.md >"$work/packaging.md.gz"
+
+for arch in $ARCHES; do
+	STAGE="$work/$arch"
+	mkdir -p "$STAGE" "$BIN/linux_$arch"
+	cp "$work/edgeheal.1.gz" "$work/packaging.md.gz" "$STAGE/"
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/edgeheal" ./cmd/edgeheal
+	cp "$BIN/linux_$arch/edgeheal" "$STAGE/edgeheal"
+	for fmt in deb rpm; do
+		ARCH=$arch STAGE=$STAGE $NFPM package --config packaging/nfpm.yaml --packager "$fmt" --target "$DIST/"
+	done
+done
+ls -l "$DIST"
