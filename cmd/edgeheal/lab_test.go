@@ -144,7 +144,7 @@ report:
 func cloudSubscriber(t *testing.T, l *lab.Lab, topic string, got chan<- mqtt.Message) mqtt.Client {
 	t.Helper()
 	addr := l.BrokerPublicAddr().String()
-	opts := mqtt.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(fmt.Sprintf("cloud-%d", time.Now().UnixNano())).
+	opts := mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(fmt.Sprintf("cloud-%d", time.Now().UnixNano())).
 		SetProtocolVersion(4).SetConnectTimeout(3 * time.Second).SetAutoReconnect(false)
 	opts.SetCustomOpenConnectionFn(func(_ *url.URL, _ mqtt.ClientOptions) (net.Conn, error) {
 		var c net.Conn
