@@ -318,27 +318,7 @@ func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnel
 		t.readErr = nil
 	}
 
-	// The probe and a suspicion belong to the peer that carries the probe
-	// target; with no target address, to the only selected peer.
-	var probeKey wgtypes.Key
-	haveProbeKey, nSelected := false, 0
-	for i := range r.peers {
-		ps := &r.peers[i]
-		if !t.selected(ps.PublicKey) {
-			continue
-		}
-		nSelected++
-		if !haveProbeKey && t.probeIP != nil && tunnelCarries(ps.AllowedIPs, t.probeIP) {
-			probeKey, haveProbeKey = ps.PublicKey, true
-		}
-	}
-	if !haveProbeKey && nSelected == 1 {
-		for i := range r.peers {
-			if t.selected(r.peers[i].PublicKey) {
-				probeKey, haveProbeKey = r.peers[i].PublicKey, true
-			}
-		}
-	}
+	probeKey, haveProbeKey := t.probePeer(r.peers)
 	staleAfter, rxSilence := t.cfg.StaleAfter.D(), t.cfg.RxSilence.D()
 	wantKA := t.cfg.PersistentKeepalive.D()
 	drift := false
@@ -413,6 +393,26 @@ func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnel
 				Evidence: map[string]any{"next_alert_seconds": p.alertEvery.Seconds()}})
 		}
 	}
+}
+
+// probePeer finds the peer the tunnel's probe (and a workload's suspicion)
+// belongs to: the selected peer whose allowed IPs contain the probe target,
+// or, failing that, the only selected peer.
+func (t *tunnelRun) probePeer(peers []PeerStats) (wgtypes.Key, bool) {
+	var only wgtypes.Key
+	n := 0
+	for i := range peers {
+		ps := &peers[i]
+		if !t.selected(ps.PublicKey) {
+			continue
+		}
+		if t.probeIP != nil && tunnelCarries(ps.AllowedIPs, t.probeIP) {
+			return ps.PublicKey, true
+		}
+		only = ps.PublicKey
+		n++
+	}
+	return only, n == 1
 }
 
 // tunnelCarries reports whether ip is inside one of the allowed IPs.
@@ -807,6 +807,81 @@ func (m *TunnelMonitor) Checks() []Check {
 	}
 	if m.clockView != nil || m.clockErr != nil {
 		ok, cause := clockVerdict(tunnelClockValue(m.clockView), m.clockErr)
+		c := Check{Kind: "clock", Target: "system", State: "ok", Healthy: ok, Detail: cause}
+		if !ok {
+			c.State = "suspect"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Check observes every tunnel once (one device read and one probe each)
+// and returns a check per selected peer, plus the clock, for `edgeheal
+// check`. It changes nothing, emits no events and does not touch the state
+// Run owns, so it is safe on a monitor that runs or never ran. One
+// observation has no history: no rx/tx deltas, and a single probe miss is
+// "suspect", not "down"; a handshake older than stale_after (keepalive on)
+// is "down". A never-used peer without a handshake is "ok".
+func (m *TunnelMonitor) Check(ctx context.Context) []Check {
+	var out []Check
+	now := time.Now()
+	for _, t := range m.tunnels {
+		var probe *TunnelProbeResult
+		if t.cfg.Probe.Target != "" {
+			p := m.os.Probe(ctx, t.cfg.Probe.Target, t.timeout)
+			probe = &p
+		}
+		peers, err := m.os.ReadPeers(ctx, t.cfg.Interface)
+		if err != nil {
+			out = append(out, Check{Kind: "peer", Target: t.cfg.Interface, State: "unknown",
+				Detail: "reading peers: " + err.Error()})
+			continue
+		}
+		probeKey, haveProbeKey := t.probePeer(peers)
+		for i := range peers {
+			ps := &peers[i]
+			if !t.selected(ps.PublicKey) {
+				continue
+			}
+			var g peerSignals
+			g.update(ps, now)
+			var pr *TunnelProbeResult
+			if haveProbeKey && ps.PublicKey == probeKey {
+				pr = probe
+			}
+			obs := peerObserve(PeerState{}, &g, now, t.cfg.StaleAfter.D(), t.cfg.RxSilence.D(), pr, "")
+			c := Check{Kind: "peer", Target: t.cfg.Interface + "/" + ps.PublicKey.String()[:8], State: string(PeerOK),
+				Healthy: true, Detail: obs.Reason}
+			switch {
+			case obs.Err != nil:
+				c.State, c.Healthy, c.Detail = "unknown", false, "probe could not be made: "+obs.Err.Error()
+			case obs.Bad && obs.Confirmed:
+				c.State, c.Healthy = string(PeerDown), false
+			case obs.Bad:
+				c.State, c.Healthy = string(PeerSuspect), false
+			}
+			if want := t.cfg.PersistentKeepalive.D(); want > 0 && ps.Keepalive != want {
+				c.Detail = strings.TrimPrefix(c.Detail+fmt.Sprintf("; keepalive %s, configured %s", ps.Keepalive, want), "; ")
+			}
+			c.Fields = map[string]any{
+				"rx_bytes": ps.RxBytes, "tx_bytes": ps.TxBytes, "keepalive_seconds": ps.Keepalive.Seconds(),
+			}
+			if !ps.LastHandshake.IsZero() {
+				c.Fields["handshake_age_seconds"] = now.Sub(ps.LastHandshake).Seconds()
+			}
+			if pr != nil {
+				c.Fields["probe"] = tunnelProbeText(pr)
+			}
+			if ps.Endpoint != nil {
+				c.Fields["endpoint"] = ps.Endpoint.String()
+			}
+			out = append(out, c)
+		}
+	}
+	if len(m.tunnels) > 0 {
+		cs, err := m.os.Clock(ctx)
+		ok, cause := clockVerdict(cs, err)
 		c := Check{Kind: "clock", Target: "system", State: "ok", Healthy: ok, Detail: cause}
 		if !ok {
 			c.State = "suspect"

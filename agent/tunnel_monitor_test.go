@@ -524,3 +524,33 @@ func TestTunnelMonitorSkipsTheHandshakeForAPeerWithoutEndpoint(t *testing.T) {
 			"14s recovered "+tunnelPeer0+" ok")
 	})
 }
+
+func TestTunnelMonitorCheckObservesOnceAndChangesNothing(t *testing.T) {
+	f := newTunnelFakeOS("wg0", 3, 20*tsec)
+	f.peers["wg0"][1].LastHandshake = time.Now().Add(-300 * tsec)
+	f.peers["wg0"][2].Keepalive = 0
+	f.dark["wg0"] = true
+	f.clock = ClockStatus{Detail: "STA_UNSYNC"}
+	ev := &tunnelEventLog{}
+	m := NewTunnelMonitor([]configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false, f, nil, ev.add)
+
+	var got []string
+	for _, c := range m.Check(context.Background()) {
+		got = append(got, fmt.Sprintf("%s %s %s healthy=%v: %s probe=%v", c.Kind, c.Target, c.State, c.Healthy, c.Detail, c.Fields["probe"]))
+	}
+	want := []string{
+		"peer " + tunnelPeer0 + " suspect healthy=false: probe missed: timeout probe=miss: timeout",
+		"peer " + tunnelFakeID("wg0", tunnelFakeKey(1)) + " down healthy=false: handshake age 5m0s over stale_after 3m30s probe=<nil>",
+		"peer " + tunnelFakeID("wg0", tunnelFakeKey(2)) + " ok healthy=true: keepalive 0s, configured 20s probe=<nil>",
+		"clock system suspect healthy=false: clock not synchronised (STA_UNSYNC): peers drop handshakes if it went back; likely cause, not bouncing the tunnel probe=<nil>",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Check (-want +got):\n%s", diff)
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("Check acted: %v", calls)
+	}
+	if evs := ev.lines(); len(evs) != 0 {
+		t.Errorf("Check emitted events: %v", evs)
+	}
+}
