@@ -200,7 +200,7 @@ func (f *Fleet) parseClass(path string, data []byte) classTemplate {
 	if err != nil {
 		return classTemplate{err: err}
 	}
-	body := "class:" + path
+	body := path // names the class file in template errors
 	ct, err := t.New(body).Parse(string(data))
 	if err != nil {
 		return classTemplate{err: fmt.Errorf("parsing %s: %w", path, err)}
