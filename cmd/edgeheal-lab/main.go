@@ -41,6 +41,8 @@ commands:
   exec NODE -- CMD...    run CMD in pod, edge, modem or cloud
   env                    the lab's names and addresses as shell variables
   down                   stop the lab and remove everything it created
+  demo [FLAGS]           edgeheal heals the lab's faults, with a live timeline
+  bench [FLAGS]          scenarios x contenders; results in bench/results
   sweep [PREFIX...]      list the labs on this machine (running or left by an
                          interrupted test), or remove those named
 
@@ -88,6 +90,10 @@ func run(args []string, stdout io.Writer) error {
 		return env(d, stdout)
 	case "sweep":
 		return sweep(rest, stdout)
+	case "demo":
+		return demoCmd(rest, stdout)
+	case "bench":
+		return benchCmd(rest, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/bench"
+)
+
+const benchUsage = `usage: edgeheal-lab bench [flags]
+
+Plays the scenarios against every contender, each on a fresh lab, and
+writes results.md, results.json and chart.svg (and timestamped copies) to
+--out. Scenarios: S1 offload on at start, S2 modem re-plug every 60 s (10
+times), S3a/S3b blackhole 20 s / 190 s, S4 cloud endpoint moves, S5 broker
+outage 60 s. Contenders: none, keepalive-25s, reresolve-dns, edgeheal.
+The full run takes about 22 minutes per contender; --parallel runs the
+contenders side by side; --short cuts S2 to 3 re-plugs 20 s apart.
+
+flags:
+`
+
+// benchCmd runs `edgeheal-lab bench`.
+func benchCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(os.Stderr, benchUsage); fs.PrintDefaults() }
+	binary := fs.String("edgeheal", "bin/edgeheal", "the edgeheal binary (go build -o bin/edgeheal ./cmd/edgeheal)")
+	out := fs.String("out", "bench/results", "where the results go")
+	work := fs.String("work-dir", "", "per-lab configs, logs and agent state (default /run/edgeheal-lab/bench-<time>)")
+	short := fs.Bool("short", false, "a quick run: S2 with 3 re-plugs 20 s apart, S4 60 s, footprint 30 s")
+	parallel := fs.Bool("parallel", false, "run the contenders at the same time, each on its own labs")
+	scen := fs.String("scenarios", "", "comma-separated subset of S1,S2,S3a,S3b,S4,S5 (default all)")
+	cont := fs.String("contenders", "", "comma-separated subset of none,keepalive-25s,reresolve-dns,edgeheal (default all; none is always run)")
+	replugs := fs.Int("replugs", 0, "S2 re-plugs (default 10, --short 3)")
+	replugEvery := fs.Duration("replug-every", 0, "S2 interval (default 60s, --short 20s)")
+	longBH := fs.Duration("long-blackhole", 0, "S3b block (default 190s)")
+	outage := fs.Duration("broker-outage", 0, "S5 broker outage (default 60s)")
+	fp := fs.Duration("footprint", 0, "steady-state footprint window (default 60s, --short 30s; negative skips it)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o := bench.DefaultOptions()
+	if *short {
+		o = bench.ShortOptions()
+	}
+	o.Binary, o.WorkDir, o.Parallel = *binary, *work, *parallel
+	if *scen != "" {
+		o.Scenarios = strings.Split(*scen, ",")
+		for _, s := range o.Scenarios {
+			if bench.Titles[s] == "" {
+				return fmt.Errorf("unknown scenario %q", s)
+			}
+		}
+	}
+	if *cont != "" {
+		o.Contenders = strings.Split(*cont, ",")
+	}
+	if *replugs > 0 {
+		o.Replugs = *replugs
+	}
+	if *replugEvery > 0 {
+		o.ReplugEvery = *replugEvery
+	}
+	if *longBH > 0 {
+		o.LongBlackhole = *longBH
+	}
+	if *outage > 0 {
+		o.BrokerOutage = *outage
+	}
+	if *fp != 0 {
+		o.Footprint = max(*fp, 0)
+	}
+	begin := time.Now()
+	o.Logf = func(format string, args ...any) {
+		fmt.Fprintf(stdout, "%7.1fs  %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, o)
+	if rep == nil {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stdout, "interrupted: writing the partial results")
+		*out += "/interrupted"
+	}
+	md, werr := rep.Write(*out)
+	if werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprintf(stdout, "\n%s\nwritten: %s (and results.json, chart.svg)\n", rep.Markdown(""), md)
+	return err
+}

@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+)
+
+// Contender names: what keeps the edge's tunnel alive in a run.
+const (
+	// None is WireGuard alone with keepalive 0, as Flannel defaults it.
+	None = "none"
+	// Keepalive25 is PersistentKeepalive 25 s and nothing else, as K3s's
+	// wireguard-native backend sets it.
+	Keepalive25 = "keepalive-25s"
+	// Reresolve is wireguard-tools' reresolve-dns.sh run every 30 s (as its
+	// documentation suggests) with keepalive 25 s.
+	Reresolve = "reresolve-dns"
+	// Edgeheal is the edgeheal daemon with its defaults (keepalive 0 in
+	// WireGuard's own config: edgeheal sets 20 s).
+	Edgeheal = "edgeheal"
+)
+
+// Contenders lists every contender in report order; None first, because
+// every ratio is against it.
+var Contenders = []string{None, Keepalive25, Reresolve, Edgeheal}
+
+// ReresolveScript is the Debian package's copy of reresolve-dns.sh.
+const ReresolveScript = "/usr/share/doc/wireguard-tools/examples/reresolve-dns/reresolve-dns.sh"
+
+// Action is something a contender did to the system.
+type Action struct {
+	At     time.Time `json:"at"`
+	What   string    `json:"what"`             // rung or fix: offload-off, handshake, reresolve, wg-set-endpoint, ...
+	Target string    `json:"target,omitempty"` // link, or interface/peer
+	Tunnel bool      `json:"tunnel"`           // an action on the tunnel (needless when the broker is down)
+}
+
+// running is one contender attached to one lab.
+type running interface {
+	// Actions taken at or after from.
+	actions(from time.Time) []Action
+	// detected is the first sign after t that the contender noticed a
+	// problem (an incident or drift event, or its first action), if any.
+	detected(t time.Time) (time.Time, string, bool)
+	// events are the agent's reported events (edgeheal only).
+	events() []Event
+	stop() error
+}
+
+// labOptions are the lab settings a contender needs.
+func labOptions(contender string) lab.Options {
+	switch contender {
+	case Keepalive25, Reresolve:
+		return lab.Options{Keepalive: 25 * time.Second}
+	}
+	return lab.Options{}
+}
+
+// passive is a contender that runs nothing (None, Keepalive25).
+type passive struct{}
+
+func (passive) actions(time.Time) []Action                   { return nil }
+func (passive) detected(time.Time) (time.Time, string, bool) { return time.Time{}, "", false }
+func (passive) events() []Event                              { return nil }
+func (passive) stop() error                                  { return nil }
+
+// reresolveLoop runs reresolve-dns.sh inside the edge namespace at every
+// wall-clock :00 and :30 (as a systemd timer with OnCalendar=*:*:0/30
+// would), under bash -x so that its `wg set` calls are seen and counted.
+type reresolveLoop struct {
+	l      *lab.Lab
+	every  time.Duration
+	stopc  chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	acts   []Action
+	runs   int
+	cpu    time.Duration // user+system of every run, children included
+	maxRSS int64         // KiB, the largest run
+	errs   []string
+}
+
+func startReresolve(l *lab.Lab, every time.Duration) (*reresolveLoop, error) {
+	if _, err := os.Stat(ReresolveScript); err != nil {
+		return nil, fmt.Errorf("reresolve-dns.sh: %w (apt-get install --no-install-recommends wireguard-tools)", err)
+	}
+	r := &reresolveLoop{l: l, every: every, stopc: make(chan struct{})}
+	r.wg.Add(1)
+	go r.loop()
+	return r, nil
+}
+
+func (r *reresolveLoop) loop() {
+	defer r.wg.Done()
+	for {
+		now := time.Now()
+		next := now.Truncate(r.every).Add(r.every)
+		select {
+		case <-r.stopc:
+			return
+		case <-time.After(next.Sub(now)):
+		}
+		r.once()
+	}
+}
+
+func (r *reresolveLoop) once() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := r.l.Command(ctx, lab.Edge, "bash", "-x", ReresolveScript, r.l.EdgeWGConfig())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	at := time.Now()
+	err := cmd.Run()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs++
+	if ps := cmd.ProcessState; ps != nil {
+		r.cpu += ps.UserTime() + ps.SystemTime()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > r.maxRSS {
+			r.maxRSS = ru.Maxrss
+		}
+	}
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("%s: %v: %s", at.Format(time.TimeOnly), err, lastLine(stderr.String())))
+	}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(strings.TrimLeft(line, "+"), " wg set ") {
+			r.acts = append(r.acts, Action{At: at, What: "wg-set-endpoint", Target: r.l.EdgeWG(), Tunnel: true})
+		}
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func (r *reresolveLoop) actions(from time.Time) []Action {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Action
+	for _, a := range r.acts {
+		if !a.At.Before(from) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (r *reresolveLoop) detected(t time.Time) (time.Time, string, bool) {
+	a := r.actions(t)
+	if len(a) == 0 {
+		return time.Time{}, "", false
+	}
+	return a[0].At, "reresolve-dns.sh set the endpoint", true
+}
+
+func (r *reresolveLoop) events() []Event { return nil }
+
+func (r *reresolveLoop) stop() error {
+	close(r.stopc)
+	r.wg.Wait()
+	return nil
+}
+
+// usage is the loop's cost so far: runs, CPU and the largest run's RSS.
+func (r *reresolveLoop) usage() (runs int, cpu time.Duration, maxRSSKiB int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs, r.cpu, r.maxRSS
+}
+
+// agentRun is edgeheal plus the cloud subscriber that records its reports.
+type agentRun struct {
+	a     *Agent
+	cloud *Cloud
+}
+
+func startEdgeheal(ctx context.Context, l *lab.Lab, binary, dir string, p ConfigParams) (*agentRun, error) {
+	cl := &Cloud{}
+	if err := cl.Start(ctx, l); err != nil {
+		return nil, err
+	}
+	a, err := StartAgent(ctx, l, AgentOptions{Binary: binary, Dir: dir, Params: p})
+	if err != nil {
+		cl.Stop()
+		return nil, err
+	}
+	return &agentRun{a: a, cloud: cl}, nil
+}
+
+// detectKinds are the event kinds that say edgeheal noticed a problem.
+var detectKinds = map[string]bool{"incident": true, "offload-drift": true, "workload": true, "degraded": true}
+
+func (r *agentRun) actions(from time.Time) []Action {
+	var out []Action
+	for _, e := range r.cloud.Events() {
+		if e.Kind != "action" || e.TS.Before(from) {
+			continue
+		}
+		out = append(out, Action{At: e.TS, What: e.Action, Target: e.Target, Tunnel: e.TunnelAction()})
+	}
+	return out
+}
+
+func (r *agentRun) detected(t time.Time) (time.Time, string, bool) {
+	for _, e := range r.cloud.Events() {
+		if e.TS.Before(t) {
+			continue
+		}
+		if detectKinds[e.Kind] || e.Kind == "action" {
+			return e.TS, e.Kind + ": " + e.Summary, true
+		}
+	}
+	return time.Time{}, "", false
+}
+
+func (r *agentRun) events() []Event { return r.cloud.Events() }
+
+func (r *agentRun) stop() error {
+	err := r.a.Stop(10 * time.Second)
+	r.cloud.Stop()
+	if err != nil {
+		return fmt.Errorf("stopping edgeheal (log %s): %w", r.a.LogPath(), err)
+	}
+	return nil
+}
+
+// startContender attaches the contender to a fresh lab.
+func startContender(ctx context.Context, l *lab.Lab, contender string, o Options, dir string) (running, error) {
+	switch contender {
+	case None, Keepalive25:
+		return passive{}, nil
+	case Reresolve:
+		return startReresolve(l, o.ReresolveEvery)
+	case Edgeheal:
+		p := o.Edgeheal
+		p.Node = "bench-" + l.Prefix()
+		p.StateDir = filepath.Join(dir, "state")
+		return startEdgeheal(ctx, l, o.Binary, dir, p)
+	}
+	return nil, fmt.Errorf("unknown contender %q", contender)
+}

@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+)
+
+// Scenario IDs, in report order. S3 is two scenarios: a 20 s and a 190 s
+// blackhole (the second outlives WireGuard's 180 s session lifetime).
+const (
+	S1  = "S1"
+	S2  = "S2"
+	S3a = "S3a"
+	S3b = "S3b"
+	S4  = "S4"
+	S5  = "S5"
+)
+
+// Scenarios lists every scenario in report order.
+var Scenarios = []string{S1, S2, S3a, S3b, S4, S5}
+
+// Titles describe the scenarios in tables.
+var Titles = map[string]string{
+	S1:  "offload on at start",
+	S2:  "modem re-plug (offload back on)",
+	S3a: "blackhole 20 s",
+	S3b: "blackhole 190 s",
+	S4:  "cloud endpoint moves, DNS follows",
+	S5:  "broker outage",
+}
+
+// env is one contender on one fresh lab, playing one scenario.
+type env struct {
+	l   *lab.Lab
+	c   running
+	o   Options
+	res *Result
+	log func(string, ...any)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitFlowing waits until telemetry has been delivered without a gap for
+// about 1.5 s, up to max. It reports whether it flows.
+func waitFlowing(ctx context.Context, l *lab.Lab, max time.Duration) (bool, error) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		now := time.Now()
+		ok, n := true, 0
+		for _, s := range l.Samples(now.Add(-2500 * time.Millisecond)) {
+			if s.Sent.After(now.Add(-time.Second)) {
+				break
+			}
+			n++
+			if s.Received.IsZero() {
+				ok = false
+			}
+		}
+		if ok && n >= 10 {
+			return true, nil
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// warmup waits for the tunnel to carry telemetry before a fault; a lab
+// that does not get there is noted, and the scenario goes on.
+func (e *env) warmup(ctx context.Context) error {
+	if err := sleep(ctx, 2*time.Second); err != nil {
+		return err
+	}
+	ok, err := waitFlowing(ctx, e.l, 20*time.Second)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		e.res.Notes = append(e.res.Notes, "telemetry did not flow before the fault")
+	}
+	return sleep(ctx, e.o.Warmup)
+}
+
+// runScenario plays one scenario. The lab is already up and the contender
+// started; res.Start is set.
+func runScenario(ctx context.Context, id string, e *env) error {
+	switch id {
+	case S1:
+		return e.s1(ctx)
+	case S2:
+		return e.s2(ctx)
+	case S3a:
+		return e.s3(ctx, 20*time.Second)
+	case S3b:
+		return e.s3(ctx, e.o.LongBlackhole)
+	case S4:
+		return e.s4(ctx)
+	case S5:
+		return e.s5(ctx)
+	}
+	return fmt.Errorf("unknown scenario %q", id)
+}
+
+// scenarioOffloadOff says whether the lab starts with the manual fix
+// applied: every scenario but S1, so that each isolates its own fault.
+func scenarioOffloadOff(id string) bool { return id != S1 }
+
+func (e *env) mark(at time.Time, label string) {
+	e.res.Marks = append(e.res.Marks, Mark{At: seconds(at.Sub(e.res.Start)), Label: label})
+}
+
+// S1: the lab starts with offload on (the tunnel is dark) and the
+// contender right after it. Outage: contender start to the first delivered
+// message.
+func (e *env) s1(ctx context.Context) error {
+	e.res.FaultAt = e.res.Start
+	return sleep(ctx, e.o.S1Window)
+}
+
+// S2: re-plug the modem every ReplugEvery, Replugs times. Exposure per
+// re-plug: the link's creation to TX checksum offload seen off (a
+// contender that never turns it off leaves it on: counted as unfixed).
+func (e *env) s2(ctx context.Context) error {
+	if err := e.warmup(ctx); err != nil {
+		return err
+	}
+	for i := range e.o.Replugs {
+		at := time.Now()
+		if i == 0 {
+			e.res.FaultAt = at
+		}
+		if err := e.l.Replug(ctx); err != nil {
+			return fmt.Errorf("re-plug %d: %w", i+1, err)
+		}
+		e.mark(at, "re-plug")
+		wctx, cancel := context.WithTimeout(ctx, min(5*time.Second, e.o.ReplugEvery/2))
+		off, err := e.l.WaitUplinkTxChecksumOff(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			e.res.ExposureMs = append(e.res.ExposureMs, seconds(off.Sub(e.l.UplinkPluggedAt()))*1000)
+		case errors.Is(err, context.DeadlineExceeded):
+			e.res.ExposureUnfixed++
+		default:
+			return err
+		}
+		if err := sleep(ctx, time.Until(at.Add(e.o.ReplugEvery))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// S3: a blackhole of d, then a tail to see the recovery and the first
+// fresh handshake.
+func (e *env) s3(ctx context.Context, d time.Duration) error {
+	if err := e.warmup(ctx); err != nil {
+		return err
+	}
+	e.res.FaultAt = time.Now()
+	if err := e.l.Blackhole(d); err != nil {
+		return err
+	}
+	e.mark(e.res.FaultAt, "blackhole")
+	if err := sleep(ctx, d); err != nil {
+		return err
+	}
+	e.res.RestoreAt = e.res.FaultAt.Add(d)
+	e.mark(e.res.RestoreAt, "path back")
+	deadline := time.Now().Add(e.o.Tail)
+	for time.Now().Before(deadline) {
+		if hs, err := e.l.EdgeHandshake(); err == nil && hs.After(e.res.RestoreAt) && e.res.HandshakeAfterRestoreSeconds == nil {
+			e.res.HandshakeAfterRestoreSeconds = ptr(seconds(hs.Sub(e.res.RestoreAt)))
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// S4: the cloud's public address changes and its name follows.
+func (e *env) s4(ctx context.Context) error {
+	if err := e.warmup(ctx); err != nil {
+		return err
+	}
+	e.res.FaultAt = time.Now()
+	addr, err := e.l.MoveCloudEndpoint()
+	if err != nil {
+		return err
+	}
+	e.mark(e.res.FaultAt, "moved to "+addr.String())
+	return sleep(ctx, e.o.S4Window)
+}
+
+// S5: the broker stops for BrokerOutage. Any tunnel action is needless:
+// the tunnel is fine.
+func (e *env) s5(ctx context.Context) error {
+	if err := e.warmup(ctx); err != nil {
+		return err
+	}
+	e.res.FaultAt = time.Now()
+	if err := e.l.StopBroker(); err != nil {
+		return err
+	}
+	e.mark(e.res.FaultAt, "broker stopped")
+	if err := sleep(ctx, e.o.BrokerOutage); err != nil {
+		return err
+	}
+	e.res.RestoreAt = time.Now()
+	if err := e.l.StartBroker(); err != nil {
+		return err
+	}
+	e.mark(e.res.RestoreAt, "broker back")
+	return sleep(ctx, e.o.Tail)
+}
+
+// finish computes the scenario's figures from the lab and the contender.
+func (e *env) finish(id string) {
+	r := e.res
+	r.End = time.Now()
+	from := r.FaultAt
+	if from.IsZero() {
+		from = r.End
+	}
+	recoverFrom := from
+	if !r.RestoreAt.IsZero() {
+		recoverFrom = r.RestoreAt
+	}
+	st := e.l.StatsSince(r.Start)
+	if !r.FaultAt.IsZero() && id != S1 {
+		// Loss counts the fault and what follows, not the warmup.
+		st = e.l.StatsSince(r.FaultAt)
+	}
+	fillTelemetry(r, st, from, recoverFrom, r.End)
+	r.Series = Series(e.l.Samples(r.Start), r.Start, r.End, time.Second)
+	if at, what, ok := e.c.detected(from); ok {
+		r.DetectSeconds, r.Detection = ptr(seconds(at.Sub(from))), what
+	}
+	r.Actions = e.c.actions(from)
+	if id == S5 {
+		for _, a := range r.Actions {
+			if a.Tunnel {
+				r.NeedlessActions++
+			}
+		}
+		for _, ev := range e.c.events() {
+			if !ev.TS.Before(r.FaultAt) && ev.TS.Before(r.RestoreAt) && ev.Received.After(r.RestoreAt) {
+				r.EventsQueued++
+			}
+		}
+	}
+	r.Events = e.c.events()
+}
