@@ -42,6 +42,11 @@ func ladderApplicable(rung string, t configs.Tunnel) bool {
 	return false
 }
 
+// ladderBounces reports whether rung takes the tunnel or its unit down.
+func ladderBounces(rung string) bool {
+	return rung == configs.HealBounce || rung == configs.HealRestartUnit
+}
+
 // ladderNextRung returns the index of the first applicable rung at or after
 // from, and false when the ladder is exhausted.
 func ladderNextRung(t configs.Tunnel, from int) (int, bool) {
@@ -58,6 +63,7 @@ type ladderGuards struct {
 	UplinkOK    bool   // carrier, default route and host path to the endpoint
 	UplinkCause string // why not
 	ClockOK     bool   // the clock lets handshakes through
+	ClockSoft   bool   // only unsynchronised: handshake and reresolve may run, bounce and restart-unit are held
 	ClockCause  string // why not
 }
 
@@ -90,8 +96,9 @@ type ladderStep struct {
 // round: the bad observation was made while it was down, and WireGuard's
 // session resumes by itself within a fraction of a second of a short outage
 // (LAB-NOTES), so only a probe made after the return may trigger a repair.
-// A bad clock holds the disruptive rungs (they would only send more
-// handshakes the peer drops). A spent budget gives up (sticky, alerting)
+// A clock that stepped back holds the disruptive rungs (they would only send
+// more handshakes the peer drops); an unsynchronised one holds only the
+// bouncing rungs (see clockVerdict). A spent budget gives up (sticky, alerting)
 // rather than waiting for the window to roll over into another round of
 // disruption. A cooldown only delays.
 func ladderDecide(t configs.Tunnel, from int, prevHold string, g ladderGuards, b *actionBudget, now time.Time) ladderStep {
@@ -111,7 +118,7 @@ func ladderDecide(t configs.Tunnel, from int, prevHold string, g ladderGuards, b
 	if !ladderDisruptive(st.Rung) {
 		return st
 	}
-	if !g.ClockOK {
+	if !g.ClockOK && !(g.ClockSoft && !ladderBounces(st.Rung)) {
 		st.HoldKind, st.Hold = holdClock, g.ClockCause
 		return st
 	}

@@ -65,6 +65,16 @@ func TestLadderDecide(t *testing.T) {
 			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdClock, Hold: "clock stepped back"},
 		},
 		{
+			name: "an unsynchronised clock lets the forced handshake run",
+			t:    full, from: 1, g: ladderGuards{UplinkOK: true, ClockSoft: true, ClockCause: "clock not synchronised"}, budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake"},
+		},
+		{
+			name: "an unsynchronised clock holds the bounce",
+			t:    full, from: 3, g: ladderGuards{UplinkOK: true, ClockSoft: true, ClockCause: "clock not synchronised"}, budget: fresh,
+			want: ladderStep{Index: 3, Rung: "bounce", HoldKind: holdClock, Hold: "clock not synchronised"},
+		},
+		{
 			name: "a cooldown holds the next disruptive rung",
 			t:    full, from: 2, g: fine, budget: spentAt(-10),
 			want: ladderStep{Index: 2, Rung: "reresolve", HoldKind: holdCooldown, Hold: "cooldown: reresolve in 20s"},
@@ -151,11 +161,12 @@ func TestActionBudgetCooldownOutlivesWindow(t *testing.T) {
 
 func TestClockVerdict(t *testing.T) {
 	tests := []struct {
-		name   string
-		cs     ClockStatus
-		err    error
-		wantOK bool
-		want   string
+		name     string
+		cs       ClockStatus
+		err      error
+		wantOK   bool
+		wantSoft bool
+		want     string
 	}{
 		{name: "a synchronised clock lets repairs run", cs: ClockStatus{Synchronized: true}, wantOK: true},
 		{
@@ -164,9 +175,10 @@ func TestClockVerdict(t *testing.T) {
 			want: "clock stepped back (wall clock 42s behind): peers drop handshakes with an older timestamp; likely cause, not bouncing the tunnel",
 		},
 		{
-			name: "an unsynchronised clock is the likely cause",
-			cs:   ClockStatus{},
-			want: "clock not synchronised: peers drop handshakes if it went back; likely cause, not bouncing the tunnel",
+			name:     "an unsynchronised clock is only a doubt: the bouncing rungs are held",
+			cs:       ClockStatus{},
+			wantSoft: true,
+			want:     "clock not synchronised: if peers drop our handshakes this is the likely cause; not bouncing the tunnel",
 		},
 		{
 			name: "an unreadable clock status holds repairs: an unobserved guard lets nothing through",
@@ -176,9 +188,9 @@ func TestClockVerdict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, cause := clockVerdict(tt.cs, tt.err)
-			if ok != tt.wantOK || cause != tt.want {
-				t.Errorf("clockVerdict = %v %q, want %v %q", ok, cause, tt.wantOK, tt.want)
+			ok, soft, cause := clockVerdict(tt.cs, tt.err)
+			if ok != tt.wantOK || soft != tt.wantSoft || cause != tt.want {
+				t.Errorf("clockVerdict = %v %v %q, want %v %v %q", ok, soft, cause, tt.wantOK, tt.wantSoft, tt.want)
 			}
 		})
 	}

@@ -50,6 +50,7 @@ type TunnelMonitor struct {
 	roundNo     uint64
 	clockRound  uint64
 	clockOK     bool
+	clockSoft   bool
 	clockCause  string
 	uplinkCache map[string]UplinkStatus // per round, by endpoint
 	uplinkErr   map[string]error
@@ -603,12 +604,12 @@ func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 	if m.clockRound != m.roundNo {
 		cs, err := m.os.Clock(ctx)
 		m.clockRound = m.roundNo
-		m.clockOK, m.clockCause = clockVerdict(cs, err)
+		m.clockOK, m.clockSoft, m.clockCause = clockVerdict(cs, err)
 		m.mu.Lock()
 		m.clockView, m.clockErr = &cs, err
 		m.mu.Unlock()
 	}
-	g.ClockOK, g.ClockCause = m.clockOK, m.clockCause
+	g.ClockOK, g.ClockSoft, g.ClockCause = m.clockOK, m.clockSoft, m.clockCause
 	return g
 }
 
@@ -806,12 +807,7 @@ func (m *TunnelMonitor) Checks() []Check {
 		out = append(out, c)
 	}
 	if m.clockView != nil || m.clockErr != nil {
-		ok, cause := clockVerdict(tunnelClockValue(m.clockView), m.clockErr)
-		c := Check{Kind: "clock", Target: "system", State: "ok", Healthy: ok, Detail: cause}
-		if !ok {
-			c.State = "suspect"
-		}
-		out = append(out, c)
+		out = append(out, clockCheck(tunnelClockValue(m.clockView), m.clockErr))
 	}
 	return out
 }
@@ -881,12 +877,7 @@ func (m *TunnelMonitor) Check(ctx context.Context) []Check {
 	}
 	if len(m.tunnels) > 0 {
 		cs, err := m.os.Clock(ctx)
-		ok, cause := clockVerdict(cs, err)
-		c := Check{Kind: "clock", Target: "system", State: "ok", Healthy: ok, Detail: cause}
-		if !ok {
-			c.State = "suspect"
-		}
-		out = append(out, c)
+		out = append(out, clockCheck(cs, err))
 	}
 	return out
 }

@@ -325,7 +325,7 @@ func TestTunnelMonitorLetsASessionResumeByItselfWhenTheUplinkReturns(t *testing.
 	})
 }
 
-func TestTunnelMonitorBlamesAnUnsynchronisedClockInsteadOfForcingHandshakes(t *testing.T) {
+func TestTunnelMonitorBlamesAClockThatSteppedBackInsteadOfForcingHandshakes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newTunnelFakeOS("wg0", 1, 20*tsec)
 		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
@@ -334,15 +334,15 @@ func TestTunnelMonitorBlamesAnUnsynchronisedClockInsteadOfForcingHandshakes(t *t
 		h.at(10*tsec + tsec/2)
 		f.set(func(f *tunnelFakeOS) {
 			f.dark["wg0"], f.fixedBy = true, "handshake"
-			f.clock = ClockStatus{Detail: "STA_UNSYNC"}
+			f.clock = ClockStatus{Synchronized: true, SteppedBack: true, Detail: "wall clock 42s behind"}
 		})
 		h.at(60*tsec + tsec/2)
-		h.wantCalls("while the clock is unsynchronised", "reassert wg0") // free, and changes nothing
-		h.wantEvents("while the clock is unsynchronised",
+		h.wantCalls("while the clock is stepped back", "reassert wg0") // free, and changes nothing
+		h.wantEvents("while the clock is stepped back",
 			"13s incident "+tunnelPeer0+" opened",
 			"13s action wg0 reassert unchanged",
 			"13s clock "+tunnelPeer0+" held")
-		if c := h.peer(0); !strings.Contains(c.Detail, "clock not synchronised (STA_UNSYNC)") {
+		if c := h.peer(0); !strings.Contains(c.Detail, "clock stepped back (wall clock 42s behind)") {
 			t.Errorf("peer check %+v does not name the clock as the likely cause", c)
 		}
 		var clock *Check
@@ -357,8 +357,38 @@ func TestTunnelMonitorBlamesAnUnsynchronisedClockInsteadOfForcingHandshakes(t *t
 
 		f.set(func(f *tunnelFakeOS) { f.clock = ClockStatus{Synchronized: true} })
 		h.at(62*tsec + tsec/2)
-		h.wantCalls("after the clock synchronised", "reassert wg0", "handshake "+tunnelPeer0+" keepalive 20s")
-		h.wantState("after the clock synchronised", 0, PeerOK)
+		h.wantCalls("after the clock recovered", "reassert wg0", "handshake "+tunnelPeer0+" keepalive 20s")
+		h.wantState("after the clock recovered", 0, PeerOK)
+	})
+}
+
+func TestTunnelMonitorForcesAHandshakeWithAnUnsynchronisedClockButDoesNotBounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTunnelFakeOS("wg0", 1, 20*tsec)
+		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
+		defer h.stop()
+
+		h.at(10*tsec + tsec/2)
+		f.set(func(f *tunnelFakeOS) {
+			f.dark["wg0"], f.fixedBy = true, "bounce"
+			f.clock = ClockStatus{Detail: "STA_UNSYNC"}
+		})
+		h.at(80*tsec + tsec/2)
+		h.wantCalls("while the clock is unsynchronised",
+			"reassert wg0",
+			"handshake "+tunnelPeer0+" keepalive 20s") // the bounce after it is held
+		var clock *Check
+		for _, c := range h.m.Checks() {
+			if c.Kind == "clock" {
+				clock = &c
+			}
+		}
+		if clock == nil || !clock.Healthy || clock.State != "unsynchronised" {
+			t.Errorf("clock check %+v, want a healthy warning in state unsynchronised", clock)
+		}
+		if c := h.peer(0); !strings.Contains(c.Detail, "clock not synchronised (STA_UNSYNC)") {
+			t.Errorf("peer check %+v does not name the clock as the likely cause of the held bounce", c)
+		}
 	})
 }
 
@@ -542,7 +572,7 @@ func TestTunnelMonitorCheckObservesOnceAndChangesNothing(t *testing.T) {
 		"peer " + tunnelPeer0 + " suspect healthy=false: probe missed: timeout probe=miss: timeout",
 		"peer " + tunnelFakeID("wg0", tunnelFakeKey(1)) + " down healthy=false: handshake age 5m0s over stale_after 3m30s probe=<nil>",
 		"peer " + tunnelFakeID("wg0", tunnelFakeKey(2)) + " ok healthy=true: keepalive 0s, configured 20s probe=<nil>",
-		"clock system suspect healthy=false: clock not synchronised (STA_UNSYNC): peers drop handshakes if it went back; likely cause, not bouncing the tunnel probe=<nil>",
+		"clock system unsynchronised healthy=true: clock not synchronised (STA_UNSYNC): if peers drop our handshakes this is the likely cause; not bouncing the tunnel probe=<nil>",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Check (-want +got):\n%s", diff)

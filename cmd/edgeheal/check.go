@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/configs"
@@ -60,7 +59,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 			return fail(exitCantRun, fmt.Errorf("checking tunnels: %w", err))
 		}
 		sys := &agent.TunnelSystem{WG: h.wg, Uplinks: h.links, ClockProbe: h.clock}
-		rep.Checks = append(rep.Checks, agent.CheckTunnels(ctx, cfg.Tunnels, sys, time.Now())...)
+		tm := agent.NewTunnelMonitor(cfg.Tunnels, cfg.Policy, true, sys, log, nil)
+		rep.Checks = append(rep.Checks, tm.Check(ctx)...)
 	}
 	if len(cfg.Workloads) > 0 {
 		wm := agent.NewWorkloadMonitor(cfg.Workloads, agent.ProbesWorkloadProber{Locator: h.locator}, nil, nil, log)
