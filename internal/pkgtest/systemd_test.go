@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +27,10 @@ import (
 const labMounts = `set -eu
 P=$1 T=$2
 ip link set lo up
+# A link for the offload guard, inside the lab's own network namespace.
+ip link add ehpkg0 type veth peer name ehpkg1
+ip link set ehpkg0 up
+ip link set ehpkg1 up
 mount -t overlay edgeheal-pkgtest-usrbin -o "lowerdir=$P/usr/bin:/usr/bin" /usr/bin
 mount -t overlay edgeheal-pkgtest-etc -o "lowerdir=$T/etc-extra:/etc" /etc
 mount --bind "$T/etc-edgeheal" /etc/edgeheal
@@ -65,6 +71,9 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 		}
 	}
 	copyFile(t, filepath.Join(payload, "etc/edgeheal/config.yaml"), filepath.Join(dir, "etc-edgeheal/config.yaml"))
+	// The agent guards the lab's veth: it must be able to change ethtool
+	// features from inside the sandbox.
+	writeConfig(t, filepath.Join(dir, "etc-edgeheal/config.d/10-lab.yaml"), "uplinks: [{name: ehpkg0, tx_checksum: \"off\"}]\n")
 	script := filepath.Join(dir, "mounts.sh")
 	if err := os.WriteFile(script, []byte(labMounts), 0o755); err != nil {
 		t.Fatal(err)
@@ -116,6 +125,16 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 		return st.active == "active" && st.sub == "running" && strings.Contains(st.status, "checks healthy")
 	})
 	t.Logf("after start: %+v", first)
+
+	t.Run("the sandboxed agent turns TX checksum offload off", func(t *testing.T) {
+		waitFor(ctx, t, "tx-checksum-ip-generic off on the lab's veth", func() bool {
+			out, err := exec.Command("nsenter", "-t", strconv.Itoa(s.PID), "-n", "ethtool", "-k", "ehpkg0").CombinedOutput()
+			if err != nil {
+				t.Fatalf("ethtool -k in the lab: %v\n%s", err, out)
+			}
+			return strings.Contains(string(out), "tx-checksum-ip-generic: off")
+		})
+	})
 
 	t.Run("the agent runs with the unit's narrow capabilities, no new privileges and a syscall filter", func(t *testing.T) {
 		b, err := os.ReadFile(s.Path(fmt.Sprintf("/proc/%d/status", first.mainPID)))
