@@ -57,34 +57,37 @@ func Chart(rep *Report) []byte {
 	for i, sc := range scen {
 		ox := float64(i%cols) * panelW
 		oy := legendH + float64(i/cols)*panelH
-		// Panel extent: the longest series.
-		n, ymax := 1, 20.0
+		// Panel extent: time from the fault (S1: from the contender's
+		// start), with at most lead seconds before it.
+		const lead = 10.0
+		x0, x1, ymax := 0.0, 1.0, 20.0
 		var marks []Mark
 		for _, r := range rep.Results {
 			if r.Scenario != sc {
 				continue
 			}
-			n = max(n, len(r.Series))
+			x0 = math.Min(x0, -math.Min(r.FaultOffset, lead))
+			x1 = math.Max(x1, float64(len(r.Series))-r.FaultOffset)
 			for _, v := range r.Series {
 				ymax = math.Max(ymax, float64(v))
 			}
-			if r.Contender == None || marks == nil {
+			if len(r.Marks) > len(marks) {
 				marks = r.Marks
 			}
 		}
-		px := func(t float64) float64 { return ox + ml + t/float64(n)*pw }
+		px := func(t float64) float64 { return ox + ml + (t-x0)/(x1-x0)*pw }
 		py := func(v float64) float64 { return oy + mt + ph - v/ymax*ph }
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="12" font-weight="bold">%s %s</text>`+"\n", ox+ml, oy+mt-10, sc, html.EscapeString(Titles[sc]))
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#cccccc"/>`+"\n", ox+ml, oy+mt, pw, ph)
 		for _, v := range []float64{0, ymax / 2, ymax} {
 			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%.0f</text>`+"\n", ox+ml-4, py(v)+4, v)
 		}
-		step := tickStep(float64(n))
-		for t := 0.0; t <= float64(n); t += step {
+		step := tickStep(x1 - x0)
+		for t := math.Ceil(x0/step) * step; t <= x1; t += step {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#eeeeee"/><text x="%.1f" y="%.0f" text-anchor="middle">%.0f</text>`+"\n",
 				px(t), oy+mt, px(t), oy+mt+ph, px(t), oy+mt+ph+14, t)
 		}
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" fill="#555555">seconds</text>`+"\n", ox+ml+pw/2, oy+mt+ph+28)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" fill="#555555">seconds from the fault</text>`+"\n", ox+ml+pw/2, oy+mt+ph+28)
 		for _, m := range marks {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#d55e00" stroke-dasharray="4 3"/>`+"\n", px(m.At), oy+mt, px(m.At), oy+mt+ph)
 		}
@@ -100,7 +103,11 @@ func Chart(rep *Report) []byte {
 			}
 			var pts bytes.Buffer
 			for t, v := range r.Series {
-				fmt.Fprintf(&pts, "%.1f,%.1f ", px(float64(t)+0.5), py(float64(v)))
+				x := float64(t) + 0.5 - r.FaultOffset
+				if x < x0 {
+					continue
+				}
+				fmt.Fprintf(&pts, "%.1f,%.1f ", px(x), py(float64(v)))
 			}
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="%s"/>`+"\n", colorOf(c), bytes.TrimSpace(pts.Bytes()))
 		}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/edgeheal/edgeheal/internal/lab"
@@ -116,7 +115,11 @@ func (r *reresolveLoop) loop() {
 func (r *reresolveLoop) once() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := r.l.Command(ctx, lab.Edge, "bash", "-x", ReresolveScript, r.l.EdgeWGConfig())
+	// Sourced into one traced bash that then prints its own peak RSS:
+	// rusage's ru_maxrss of a child forked from this (large) Go process
+	// counts the parent's pages from before exec, so it cannot be used.
+	cmd := r.l.Command(ctx, lab.Edge, "bash", "-xc", `. "$0" "$1"; grep '^VmHWM:' /proc/$$/status >&2`,
+		ReresolveScript, r.l.EdgeWGConfig())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	at := time.Now()
@@ -126,14 +129,17 @@ func (r *reresolveLoop) once() {
 	r.runs++
 	if ps := cmd.ProcessState; ps != nil {
 		r.cpu += ps.UserTime() + ps.SystemTime()
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > r.maxRSS {
-			r.maxRSS = ru.Maxrss
-		}
 	}
 	if err != nil {
 		r.errs = append(r.errs, fmt.Sprintf("%s: %v: %s", at.Format(time.TimeOnly), err, lastLine(stderr.String())))
 	}
 	for _, line := range strings.Split(stderr.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kib); err == nil && kib > r.maxRSS {
+				r.maxRSS = kib
+			}
+		}
 		if strings.HasPrefix(strings.TrimLeft(line, "+"), " wg set ") {
 			r.acts = append(r.acts, Action{At: at, What: "wg-set-endpoint", Target: r.l.EdgeWG(), Tunnel: true})
 		}

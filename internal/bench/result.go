@@ -51,6 +51,8 @@ type Result struct {
 
 	// Delivered telemetry per second of send time, from Start.
 	Series []int `json:"series"`
+	// FaultOffset is FaultAt - Start in seconds: charts align on it.
+	FaultOffset float64 `json:"fault_offset_seconds"`
 
 	Events []Event  `json:"events,omitempty"` // edgeheal's reports received by the cloud
 	Notes  []string `json:"notes,omitempty"`
@@ -60,7 +62,7 @@ type Result struct {
 
 // Mark is a moment worth a line on the chart.
 type Mark struct {
-	At    float64 `json:"at_seconds"` // from Start
+	At    float64 `json:"at_seconds"` // from FaultAt
 	Label string  `json:"label"`
 }
 
@@ -71,7 +73,8 @@ func ptr(f float64) *float64 { return &f }
 // Series buckets samples by send time into per-second counts of messages
 // delivered within lateAfter, from start to end.
 func Series(samples []lab.Sample, start, end time.Time, lateAfter time.Duration) []int {
-	n := int(math.Ceil(end.Sub(start).Seconds()))
+	// Only whole seconds whose messages have all been judged.
+	n := int((end.Sub(start) - lateAfter) / time.Second)
 	if n <= 0 {
 		return nil
 	}

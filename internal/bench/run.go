@@ -273,7 +273,7 @@ func footprint(ctx context.Context, o Options, contender string) (f Footprint) {
 		f.RSSMiB = round3(float64(rss) / 1024)
 		f.PeakRSSMiB = f.RSSMiB
 		f.CPUPct = round3(float64(cpu1-cpu0) / float64(time.Since(start)) * 100)
-		f.Note = "resident only while a run lasts (bash, wg, date, ip netns exec); RSS is the largest process of a run"
+		f.Note = "resident only while a run lasts; RSS is the peak of the bash running the script (wg and date are smaller and short-lived)"
 	}
 	return f
 }

@@ -121,7 +121,7 @@ func runScenario(ctx context.Context, id string, e *env) error {
 func scenarioOffloadOff(id string) bool { return id != S1 }
 
 func (e *env) mark(at time.Time, label string) {
-	e.res.Marks = append(e.res.Marks, Mark{At: seconds(at.Sub(e.res.Start)), Label: label})
+	e.res.Marks = append(e.res.Marks, Mark{At: seconds(at.Sub(e.res.FaultAt)), Label: label})
 }
 
 // S1: the lab starts with offload on (the tunnel is dark) and the
@@ -249,6 +249,9 @@ func (e *env) finish(id string) {
 	}
 	fillTelemetry(r, st, from, recoverFrom, r.End)
 	r.Series = Series(e.l.Samples(r.Start), r.Start, r.End, time.Second)
+	if !r.FaultAt.IsZero() {
+		r.FaultOffset = seconds(r.FaultAt.Sub(r.Start))
+	}
 	if at, what, ok := e.c.detected(from); ok {
 		r.DetectSeconds, r.Detection = ptr(seconds(at.Sub(from))), what
 	}
