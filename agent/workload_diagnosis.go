@@ -109,7 +109,7 @@ func nextWorkload(s workloadStatus, d WorkloadDiagnosis, detail, nsID string, mi
 		s.Bad, s.Overlay, s.NamespaceID = 0, 0, nsID
 	}
 	s.Diagnosis, s.Detail, s.LastObserved = d, detail, now
-	state := s.State
+	var state string
 	switch d {
 	case DiagOK:
 		s.Bad, s.Overlay = 0, 0

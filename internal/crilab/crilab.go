@@ -135,7 +135,7 @@ func (l *Lab) buildPause() string {
 	bin := filepath.Join(l.Dir, "pause")
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		goTool = "/usr/local/go/bin/go" // where the project installs Go
 	}
 	cmd := exec.Command(goTool, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/edgeheal/edgeheal/internal/crilab/pause")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
