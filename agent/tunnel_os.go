@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -145,6 +146,35 @@ func ICMPHostPath(timeout time.Duration) func(ctx context.Context, ep *net.UDPAd
 			return false, "", r.Err
 		}
 		return r.OK || r.Answered, r.Class, nil
+	}
+}
+
+// LearnedHostPath wraps a host path check (ICMPHostPath) so that it only
+// ever holds repairs on evidence: an endpoint that has answered before and
+// is silent now means the host's own path is down (a modem blackhole, a cell
+// outage), and the ladder waits. An endpoint that has never answered may
+// simply not answer ICMP (many gateways drop it), and a check that could not
+// be made (no ping socket permission, no CAP_NET_RAW) observed nothing: both
+// count as a working path, with the reason in the detail, rather than
+// holding every repair forever. Safe for concurrent use.
+func LearnedHostPath(check func(ctx context.Context, ep *net.UDPAddr) (bool, string, error)) func(ctx context.Context, ep *net.UDPAddr) (bool, string, error) {
+	var mu sync.Mutex
+	answered := map[string]bool{}
+	return func(ctx context.Context, ep *net.UDPAddr) (bool, string, error) {
+		ok, detail, err := check(ctx, ep)
+		key := ep.IP.String()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			return true, "host path not checked: " + err.Error(), nil
+		case ok:
+			answered[key] = true
+			return true, detail, nil
+		case !answered[key]:
+			return true, "host path not checked: the endpoint has never answered ICMP", nil
+		}
+		return false, detail, nil
 	}
 }
 

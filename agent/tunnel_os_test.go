@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -74,5 +76,33 @@ func TestTunnelPickEndpoint(t *testing.T) {
 				t.Errorf("tunnelPickEndpoint (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestLearnedHostPathHoldsOnlyOnEvidence(t *testing.T) {
+	ep := &net.UDPAddr{IP: net.ParseIP("192.0.2.1"), Port: 51820}
+	var answer bool
+	var fail error
+	check := LearnedHostPath(func(context.Context, *net.UDPAddr) (bool, string, error) {
+		return answer, "timeout", fail
+	})
+	steps := []struct {
+		name   string
+		answer bool
+		fail   error
+		wantOK bool
+	}{
+		{"an endpoint that never answered may just drop ICMP: not held", false, nil, true},
+		{"a check that could not be made observed nothing: not held", false, errors.New("no ping socket"), true},
+		{"an answer is a working path", true, nil, true},
+		{"silence after an answer is a host path outage: held", false, nil, false},
+		{"an answer again is a working path", true, nil, true},
+	}
+	for _, s := range steps {
+		answer, fail = s.answer, s.fail
+		ok, detail, err := check(context.Background(), ep)
+		if err != nil || ok != s.wantOK {
+			t.Errorf("%s: got ok=%v detail=%q err=%v, want ok=%v", s.name, ok, detail, err, s.wantOK)
+		}
 	}
 }

@@ -119,6 +119,9 @@ func (h *handles) components(cfg *configs.Config, log *slog.Logger, emit agent.E
 			Systemd:    h.sd,
 			Uplinks:    h.links,
 			ClockProbe: h.clock,
+			// A tunnel repair never fixes the modem: when the endpoint stops
+			// answering the host too, the ladder holds (see LearnedHostPath).
+			HostPath: agent.LearnedHostPath(agent.ICMPHostPath(time.Second)),
 		}
 		if guard != nil {
 			sys.Offload = guard
