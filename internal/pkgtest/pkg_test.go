@@ -74,13 +74,12 @@ func buildPackages(tmp string) (string, error) {
 	return string(out), nil
 }
 
-// goTool is the go command of the toolchain running the tests.
+// goTool is the go command: from PATH, else where the project installs Go.
 func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}
-	return "go"
+	return "/usr/local/go/bin/go"
 }
 
 // built fails the test unless the packages were built.

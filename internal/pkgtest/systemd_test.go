@@ -157,7 +157,9 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 
 	t.Run("kill -9 of the agent is followed by a restart", func(t *testing.T) {
 		before := unitState(ctx, t, conn, "edgeheal.service")
-		conn.KillUnitContext(ctx, "edgeheal.service", int32(syscall.SIGKILL))
+		if err := conn.KillUnitWithTarget(ctx, "edgeheal.service", sddbus.Main, int32(syscall.SIGKILL)); err != nil {
+			t.Fatal(err)
+		}
 		after := waitState(ctx, t, conn, "a new agent is running", func(st state) bool {
 			return st.restarts > before.restarts && st.active == "active" && st.mainPID != 0 && st.mainPID != before.mainPID && st.status != ""
 		})
@@ -166,7 +168,9 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 
 	t.Run("a frozen agent is restarted by the watchdog", func(t *testing.T) {
 		before := unitState(ctx, t, conn, "edgeheal.service")
-		conn.KillUnitContext(ctx, "edgeheal.service", int32(syscall.SIGSTOP))
+		if err := conn.KillUnitWithTarget(ctx, "edgeheal.service", sddbus.Main, int32(syscall.SIGSTOP)); err != nil {
+			t.Fatal(err)
+		}
 		after := waitState(ctx, t, conn, "the watchdog restarted the agent", func(st state) bool {
 			return st.restarts > before.restarts && st.active == "active" && st.sub == "running" && st.mainPID != before.mainPID
 		})
