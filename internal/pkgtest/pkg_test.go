@@ -439,3 +439,35 @@ func TestUnitSecurityExposureStaysLow(t *testing.T) {
 		t.Errorf("no overall exposure in:\n%s", out)
 	}
 }
+
+// The same commit builds the same bytes: a second build of one
+// architecture, elsewhere and later, must match the first.
+func TestBuildIsReproducible(t *testing.T) {
+	built(t)
+	tmp := t.TempDir()
+	tools := filepath.Join(tmp, "tools")
+	if c, err := os.UserCacheDir(); err == nil {
+		tools = filepath.Join(c, "edgeheal-pkgtest-tools")
+	}
+	again := filepath.Join(tmp, "dist")
+	cmd := exec.Command("sh", filepath.Join(repo, "packaging", "build.sh"))
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "VERSION="+version, "SOURCE_DATE_EPOCH=1796000000", "ARCHES=amd64",
+		"DIST="+again, "BIN="+filepath.Join(tmp, "bin"), "TOOLS="+tools, "GO="+goTool())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("second build: %v\n%s", err, out)
+	}
+	for _, p := range []string{debPath("amd64"), rpmPath("amd64")} {
+		first, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := os.ReadFile(filepath.Join(again, filepath.Base(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Errorf("%s differs between two builds of the same commit", filepath.Base(p))
+		}
+	}
+}
