@@ -69,6 +69,10 @@ func DescribeMachine() Machine {
 	if m.Commit == "" {
 		if out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 			m.Commit = strings.TrimSpace(string(out))
+			// The daemon is built from the work tree: say when it differs.
+			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", "agent", "probes", "netfix", "configs", "cmd/edgeheal").Output(); err == nil && len(st) > 0 {
+				m.Commit += "+dirty"
+			}
 		}
 	}
 	return m

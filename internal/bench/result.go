@@ -13,6 +13,7 @@ import (
 type Result struct {
 	Scenario  string    `json:"scenario"`
 	Contender string    `json:"contender"`
+	Lab       string    `json:"lab"`                 // the lab's prefix
 	Start     time.Time `json:"start"`               // contender started (S1) or the lab was up (others)
 	FaultAt   time.Time `json:"fault_at,omitzero"`   // the (first) fault
 	RestoreAt time.Time `json:"restore_at,omitzero"` // the path returned (blackhole over, broker back)

@@ -166,6 +166,7 @@ func runOne(ctx context.Context, o Options, id, contender string) (r Result) {
 		o.logf("%s %-14s lab failed: %v", id, contender, err)
 		return r
 	}
+	r.Lab = l.Prefix()
 	defer func() {
 		if err := l.Close(); err != nil {
 			r.Notes = append(r.Notes, fmt.Sprintf("closing lab: %v", err))

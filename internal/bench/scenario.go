@@ -2,8 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/edgeheal/edgeheal/internal/lab"
@@ -133,8 +133,9 @@ func (e *env) s1(ctx context.Context) error {
 }
 
 // S2: re-plug the modem every ReplugEvery, Replugs times. Exposure per
-// re-plug: the link's creation to TX checksum offload seen off (a
-// contender that never turns it off leaves it on: counted as unfixed).
+// re-plug: the new link's RTM_NEWLINK to TX checksum offload seen off (see
+// ReplugExposure; a contender that never turns it off leaves it on:
+// counted as unfixed).
 func (e *env) s2(ctx context.Context) error {
 	if err := e.warmup(ctx); err != nil {
 		return err
@@ -144,20 +145,15 @@ func (e *env) s2(ctx context.Context) error {
 		if i == 0 {
 			e.res.FaultAt = at
 		}
-		if err := e.l.Replug(ctx); err != nil {
+		ex, err := ReplugExposure(ctx, e.l, min(5*time.Second, e.o.ReplugEvery/2))
+		if err != nil {
 			return fmt.Errorf("re-plug %d: %w", i+1, err)
 		}
 		e.mark(at, "re-plug")
-		wctx, cancel := context.WithTimeout(ctx, min(5*time.Second, e.o.ReplugEvery/2))
-		off, err := e.l.WaitUplinkTxChecksumOff(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			e.res.ExposureMs = append(e.res.ExposureMs, seconds(off.Sub(e.l.UplinkPluggedAt()))*1000)
-		case errors.Is(err, context.DeadlineExceeded):
+		if ex.Fixed.IsZero() {
 			e.res.ExposureUnfixed++
-		default:
-			return err
+		} else {
+			e.res.ExposureMs = append(e.res.ExposureMs, math.Round(float64(ex.Duration())/float64(time.Microsecond))/1000)
 		}
 		if err := sleep(ctx, time.Until(at.Add(e.o.ReplugEvery))); err != nil {
 			return err

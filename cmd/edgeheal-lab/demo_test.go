@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+)
+
+// buildEdgeheal builds the daemon into a temporary directory.
+func buildEdgeheal(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "edgeheal")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeheal/edgeheal/cmd/edgeheal").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building edgeheal: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func skipUnlessLabRoot(t *testing.T, name string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a lab test: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^%s$' ./cmd/edgeheal-lab/`", name)
+	}
+}
+
+// The whole demo with short faults: edgeheal turns offload off at start
+// and after a re-plug, detects a blackhole, keeps its hands off the tunnel
+// during a broker outage and delivers the queued events after it; and
+// nothing of the lab is left afterwards. About 50 s.
+func TestLabDemoShort(t *testing.T) {
+	skipUnlessLabRoot(t, "TestLabDemoShort")
+	bin := buildEdgeheal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	sum, err := runDemo(ctx, demoSettings{binary: bin, broker: lab.BrokerEmbedded, blackhole: 6 * time.Second, outage: 6 * time.Second}, &out)
+	t.Logf("demo output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if sum.OffloadOffAfterStart <= 0 || sum.TunnelBackAfterStart <= 0 {
+		t.Errorf("act 1 not measured: offload off after %v, tunnel back after %v", sum.OffloadOffAfterStart, sum.TunnelBackAfterStart)
+	}
+	if sum.ReplugExposure <= 0 || sum.ReplugExposure > 5*time.Second {
+		t.Errorf("re-plug exposure %v, want a measured fix", sum.ReplugExposure)
+	}
+	if sum.BlackholeDetect <= 0 {
+		t.Errorf("blackhole not detected")
+	}
+	if sum.BrokerTunnelActions != 0 {
+		t.Errorf("%d tunnel actions during the broker outage", sum.BrokerTunnelActions)
+	}
+	if sum.QueuedDelivered == 0 {
+		t.Errorf("no event queued during the broker outage reached the cloud")
+	}
+	for _, s := range []string{"== Act 1", "== Act 4", "== What the cloud received", "== Summary", "cleaned up"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	if left := lab.Leftovers("demo", ""); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}

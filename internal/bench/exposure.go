@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/edgeheal/edgeheal/internal/lab"
+)
+
+// Exposure is how long a re-plugged uplink carried traffic with TX checksum
+// offload on.
+type Exposure struct {
+	Created time.Time // the kernel announced the new link (RTM_NEWLINK)
+	Fixed   time.Time // first read showing every tx-checksum feature off; zero: not within the limit
+}
+
+// Duration is Fixed - Created, or 0 when it was not fixed.
+func (e Exposure) Duration() time.Duration {
+	if e.Fixed.IsZero() {
+		return 0
+	}
+	return e.Fixed.Sub(e.Created)
+}
+
+// ReplugExposure re-plugs the lab's modem and measures the exposure of the
+// new link: from its RTM_NEWLINK, seen by a subscription opened before the
+// re-plug, to the first feature read (one ethtool handle kept open in the
+// edge namespace, read back to back) that finds every TX checksum feature
+// off. The fix is seen at most one read and a 1 ms pause (a few ms) late. Unlike
+// lab.WaitUplinkTxChecksumOff after Replug returns, this does not count the
+// rest of Replug's work (the modem side, the relay) as exposure. It waits
+// at most limit for the fix.
+func ReplugExposure(ctx context.Context, l *lab.Lab, limit time.Duration) (Exposure, error) {
+	var ex Exposure
+	ns, err := netns.GetFromPath(l.NetnsPath(lab.Edge))
+	if err != nil {
+		return ex, fmt.Errorf("opening the edge namespace: %w", err)
+	}
+	defer ns.Close()
+	nh, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return ex, fmt.Errorf("opening netlink in the edge: %w", err)
+	}
+	defer nh.Close()
+	name := l.EdgeUplink()
+	old, err := nh.LinkByName(name)
+	if err != nil {
+		return ex, fmt.Errorf("finding %s: %w", name, err)
+	}
+	var eth *ethtool.Ethtool
+	if err := l.Do(lab.Edge, func() error {
+		var err error
+		eth, err = ethtool.NewEthtool()
+		return err
+	}); err != nil {
+		return ex, fmt.Errorf("opening ethtool in the edge: %w", err)
+	}
+	defer eth.Close()
+	updates := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	defer close(done)
+	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{Namespace: &ns}); err != nil {
+		return ex, fmt.Errorf("watching edge links: %w", err)
+	}
+	replugged := make(chan error, 1)
+	go func() { replugged <- l.Replug(ctx) }()
+
+	wait := time.NewTimer(limit)
+	defer wait.Stop()
+	for ex.Created.IsZero() {
+		select {
+		case u := <-updates:
+			if u.Header.Type == unix.RTM_NEWLINK && u.Attrs().Name == name && u.Attrs().Index != old.Attrs().Index {
+				ex.Created = time.Now()
+			}
+		case err := <-replugged:
+			if err != nil {
+				return ex, err
+			}
+			replugged <- nil // seen below again
+			if ex.Created.IsZero() {
+				// Missed the notification (buffer overrun): fall back to
+				// when the lab says it plugged the link.
+				select {
+				case u := <-updates:
+					if u.Attrs().Name == name && u.Attrs().Index != old.Attrs().Index {
+						ex.Created = time.Now()
+					}
+				default:
+					ex.Created = l.UplinkPluggedAt()
+				}
+			}
+		case <-wait.C:
+			return ex, errors.New("the re-plugged uplink did not appear")
+		case <-ctx.Done():
+			return ex, ctx.Err()
+		}
+	}
+	deadline := ex.Created.Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		fs, err := eth.FeaturesWithState(name)
+		now := time.Now()
+		if err == nil && txChecksumOff(fs) {
+			ex.Fixed = now
+			break
+		}
+		// A breath between reads: each takes the RTNL lock the agent's fix
+		// needs too.
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-replugged:
+		return ex, err
+	case <-ctx.Done():
+		return ex, ctx.Err()
+	}
+}
+
+// txChecksumOff reports whether no tx-checksum feature is active.
+func txChecksumOff(fs map[string]ethtool.FeatureState) bool {
+	n := 0
+	for name, s := range fs {
+		if strings.HasPrefix(name, "tx-checksum-") && s.Available {
+			n++
+			if s.Active {
+				return false
+			}
+		}
+	}
+	return n > 0
+}
