@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BIN         := bin
 
-.PHONY: build test test-short lint fuzz bench demo clean
+.PHONY: build test test-short lint fuzz bench demo package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
@@ -37,6 +37,11 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The four packages (deb and rpm, amd64 and arm64) into dist/, with nfpm
+# pinned in packaging/build.sh.
+package:
+	sh packaging/build.sh
 
 clean:
 	rm -rf $(BIN) dist
