@@ -44,8 +44,22 @@ func benchCmd(args []string, stdout io.Writer) error {
 	longBH := fs.Duration("long-blackhole", 0, "S3b block (default 190s)")
 	outage := fs.Duration("broker-outage", 0, "S5 broker outage (default 60s)")
 	fp := fs.Duration("footprint", 0, "steady-state footprint window (default 60s, --short 30s; negative skips it)")
+	render := fs.String("render", "", "only render results.md and chart.svg again from this results.json, into --out")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *render != "" {
+		rep, err := bench.ReadReport(*render)
+		if err != nil {
+			return err
+		}
+		rep.Goals = bench.CheckGoals(rep)
+		md, err := rep.Write(*out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "written: %s (and results.json, chart.svg)\n", md)
+		return nil
 	}
 	o := bench.DefaultOptions()
 	if *short {

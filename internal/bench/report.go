@@ -169,7 +169,7 @@ func (rep *Report) Markdown(chartFile string) string {
 	}
 	fmt.Fprintf(&b, "Run %s → %s (%s), %s; contenders ran %s. Every contender got a fresh lab for every scenario.\n\n",
 		rep.Started.Format(time.RFC3339), rep.Finished.Format(time.RFC3339), rep.Finished.Sub(rep.Started).Round(time.Second), mode, par)
-	fmt.Fprintf(&b, "**Machine:** %s; %s; %d CPUs (%s); %s RAM; kernel %s; %s; load at start %s. edgeheal %s (%s), binary %.1f MiB.\n\n",
+	fmt.Fprintf(&b, "**Machine:** %s; %s; %d CPUs (%s); %s RAM; kernel %s; %s; load at start %s. %s (commit %s), binary %.1f MiB.\n\n",
 		m.Hostname, m.OS, m.CPUs, m.CPUModel, m.Memory, m.Kernel, m.GoVersion, m.LoadAvg, m.EdgehealVersion, m.Commit,
 		float64(m.EdgehealBinaryBytes)/(1<<20))
 	b.WriteString("**Contenders:** `none` = WireGuard alone, keepalive 0 (Flannel's default); `keepalive-25s` = PersistentKeepalive 25 s only (K3s wireguard-native); `reresolve-dns` = wireguard-tools' `reresolve-dns.sh` every 30 s + keepalive 25 s; `edgeheal` = the daemon with its default policy (keepalive 20 s, probe every 1 s, 3 misses).\n\n")
@@ -274,6 +274,19 @@ func actionsText(as []Action) string {
 		}
 	}
 	return fmt.Sprintf("%d: %s", len(as), strings.Join(parts, ", "))
+}
+
+// ReadReport loads a report written by Write (results.json).
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return &rep, nil
 }
 
 // Write stores the report as results.json, results.md and chart.svg in
