@@ -599,10 +599,3 @@ func TestNewOffloadGuardRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
-
-func TestFeatureGroupTablesAgree(t *testing.T) {
-	// probes and netfix never import each other, so each keeps ethtool(8)'s table.
-	if diff := cmp.Diff(netfix.FeatureGroups(), probes.FeatureGroups()); diff != "" {
-		t.Errorf("netfix (-) and probes (+) expand ethtool group names differently:\n%s", diff)
-	}
-}

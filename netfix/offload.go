@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/edgeheal/edgeheal/internal/nicfeat"
 )
 
 // ActionOffloadOff is the Result.Action of EnsureTxChecksumOff and EnsureFeatures.
@@ -17,14 +19,11 @@ const ActionOffloadOff = "offload-off"
 // (tx-checksum-ipv4, tx-checksum-ip-generic, tx-checksum-ipv6,
 // tx-checksum-sctp, tx-checksum-fcoe-crc), whichever a driver lists. It is
 // what ethtool(8) means by "tx" and "tx-checksumming".
-const TxChecksumPattern = "tx-checksum-*"
+const TxChecksumPattern = nicfeat.TxChecksumPattern
 
-// FeatureState is one NIC feature as the kernel reports it (ETHTOOL_GFEATURES).
-type FeatureState struct {
-	Active     bool // the feature is on now
-	Requested  bool // what was last asked for; differs from Active when a dependency is missing
-	Changeable bool // false where ethtool -k shows "[fixed]"
-}
+// FeatureState is one NIC feature as the kernel reports it (ETHTOOL_GFEATURES):
+// Active, Requested, and Changeable (false: "[fixed]").
+type FeatureState = nicfeat.State
 
 // NIC reads and changes the features of links in one network namespace.
 // Implementations return an error matching os.ErrNotExist when the link does
@@ -42,7 +41,7 @@ type NIC interface {
 // feature name that is neither a kernel feature of the link nor an ethtool(8)
 // group name, or whose value is not "on" or "off". It is a configuration
 // error: the message lists the names the link has.
-var ErrUnknownFeature = errors.New("unknown feature")
+var ErrUnknownFeature = nicfeat.ErrUnknownFeature
 
 // ErrNotApplied is matched by the error returned when the kernel accepted a
 // feature change but reading the features back shows it did not take effect.
@@ -68,40 +67,10 @@ func (e *NotAppliedError) Is(target error) bool { return target == ErrNotApplied
 // feature to be on while TX checksum is guarded off.
 var ErrConflict = errors.New("conflicting feature settings")
 
-// featureGroup is an ethtool(8) -K name and the kernel features it stands for.
-type featureGroup struct {
-	short, long, pattern string
-}
-
-// featureGroups is ethtool(8)'s off_flag_def table (ethtool 6.1, checked
-// 2026-11): the names operators copy from `ethtool -K` scripts. The kernel's
-// SFEATURES ioctl only knows kernel names, so they are expanded here.
-var featureGroups = []featureGroup{
-	{"rx", "rx-checksumming", "rx-checksum"},
-	{"tx", "tx-checksumming", TxChecksumPattern},
-	{"sg", "scatter-gather", "tx-scatter-gather*"},
-	{"tso", "tcp-segmentation-offload", "tx-tcp*-segmentation"},
-	{"ufo", "udp-fragmentation-offload", "tx-udp-fragmentation"},
-	{"gso", "generic-segmentation-offload", "tx-generic-segmentation"},
-	{"gro", "generic-receive-offload", "rx-gro"},
-	{"lro", "large-receive-offload", "rx-lro"},
-	{"rxvlan", "rx-vlan-offload", "rx-vlan-hw-parse"},
-	{"txvlan", "tx-vlan-offload", "tx-vlan-hw-insert"},
-	{"ntuple", "ntuple-filters", "rx-ntuple-filter"},
-	{"rxhash", "receive-hashing", "rx-hashing"},
-}
-
 // FeatureGroups returns the ethtool(8) group names this package expands,
 // each mapped to the kernel feature glob it stands for (both the short
 // and the long name are keys).
-func FeatureGroups() map[string]string {
-	m := make(map[string]string, 2*len(featureGroups))
-	for _, g := range featureGroups {
-		m[g.short] = g.pattern
-		m[g.long] = g.pattern
-	}
-	return m
-}
+func FeatureGroups() map[string]string { return nicfeat.Groups() }
 
 // ExpandFeature returns the kernel feature names that name stands for on a
 // link with the features have: name itself if the link has it, or the
@@ -109,28 +78,7 @@ func FeatureGroups() map[string]string {
 // ...). An unknown name, or a group with no member on this link, is an
 // error matching ErrUnknownFeature that lists the names the link has.
 func ExpandFeature(name string, have map[string]FeatureState) ([]string, error) {
-	if _, ok := have[name]; ok {
-		return []string{name}, nil
-	}
-	for _, g := range featureGroups {
-		if name != g.short && name != g.long {
-			continue
-		}
-		var names []string
-		for n := range have {
-			if ok, _ := path.Match(g.pattern, n); ok {
-				names = append(names, n)
-			}
-		}
-		if len(names) == 0 {
-			return nil, fmt.Errorf("%w %q: the link has no %s feature; it has: %s",
-				ErrUnknownFeature, name, g.pattern, strings.Join(sortedNames(have), ", "))
-		}
-		sort.Strings(names)
-		return names, nil
-	}
-	return nil, fmt.Errorf("%w %q: not a feature of the link nor an ethtool -K group name; the link has: %s",
-		ErrUnknownFeature, name, strings.Join(sortedNames(have), ", "))
+	return nicfeat.Expand(name, sortedNames(have))
 }
 
 // WantedFeatures turns the guard's configuration into the kernel feature
@@ -291,10 +239,7 @@ func FeatureOfEntry(entry string) string {
 	return name
 }
 
-func isTxChecksum(name string) bool {
-	ok, _ := path.Match(TxChecksumPattern, name)
-	return ok
-}
+func isTxChecksum(name string) bool { return nicfeat.IsTxChecksum(name) }
 
 func onOff(on bool) string {
 	if on {
