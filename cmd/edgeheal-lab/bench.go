@@ -45,6 +45,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	outage := fs.Duration("broker-outage", 0, "S5 broker outage (default 60s)")
 	fp := fs.Duration("footprint", 0, "steady-state footprint window (default 60s, --short 30s; negative skips it)")
 	render := fs.String("render", "", "only render results.md and chart.svg again from this results.json, into --out")
+	rescore := fs.String("rescore", "", "with --render: recompute edgeheal's detection and actions from the daemon logs in this work directory")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +55,11 @@ func benchCmd(args []string, stdout io.Writer) error {
 			return err
 		}
 		rep.Goals = bench.CheckGoals(rep)
+		if *rescore != "" {
+			if err := bench.RescoreFromLogs(rep, *rescore); err != nil {
+				return err
+			}
+		}
 		md, err := rep.Write(*out)
 		if err != nil {
 			return err

@@ -481,7 +481,7 @@ func (d *demo) act4(ctx context.Context) error {
 	evs := bench.EventsBetween(d.c.Events(), start, restarted)
 	d.sum.QueuedDelivered = queued(evs, start, restarted)
 	for _, e := range evs {
-		if e.TunnelAction() {
+		if e.TunnelAction(d.l.EdgeWG()) {
 			d.sum.BrokerTunnelActions++
 		}
 		if d.sum.BrokerDiagnosis == "" && e.Kind != "action" {

@@ -33,11 +33,13 @@ type Event struct {
 	Received time.Time `json:"received"`
 }
 
-// TunnelAction reports whether the event is an action on a tunnel peer
-// (targets "<interface>/<key prefix>"): the actions a broker outage must
-// never cause.
-func (e Event) TunnelAction() bool {
-	return e.Kind == "action" && strings.Contains(e.Target, "/")
+// TunnelAction reports whether the event is an action on the tunnel
+// interface wg or one of its peers (targets "wg" and "wg/<key prefix>"):
+// the actions a broker outage must never cause. Workload markings
+// (suspect-tunnel, on the workload) and offload fixes (on the uplink) are
+// not.
+func (e Event) TunnelAction(wg string) bool {
+	return e.Kind == "action" && (e.Target == wg || strings.HasPrefix(e.Target, wg+"/"))
 }
 
 // Status is an edgeheal status message as the cloud received it.

@@ -193,6 +193,7 @@ func (r *reresolveLoop) usage() (runs int, cpu time.Duration, maxRSSKiB int64) {
 type agentRun struct {
 	a     *Agent
 	cloud *Cloud
+	wg    string // the tunnel interface
 }
 
 func startEdgeheal(ctx context.Context, l *lab.Lab, binary, dir string, p ConfigParams) (*agentRun, error) {
@@ -205,25 +206,40 @@ func startEdgeheal(ctx context.Context, l *lab.Lab, binary, dir string, p Config
 		cl.Stop()
 		return nil, err
 	}
-	return &agentRun{a: a, cloud: cl}, nil
+	return &agentRun{a: a, cloud: cl, wg: l.EdgeWG()}, nil
 }
 
 // detectKinds are the event kinds that say edgeheal noticed a problem.
 var detectKinds = map[string]bool{"incident": true, "offload-drift": true, "workload": true, "degraded": true}
 
+// The figures come from the daemon's own log of its events (every event
+// is logged when it is emitted): the cloud receives them only once the
+// report path works again, which after a long blackhole can be after the
+// scenario ends.
 func (r *agentRun) actions(from time.Time) []Action {
+	return agentActions(LogEvents(r.a.Logs()), from, r.wg)
+}
+
+func (r *agentRun) detected(t time.Time) (time.Time, string, bool) {
+	return agentDetected(LogEvents(r.a.Logs()), t)
+}
+
+// agentActions are the action events at or after from.
+func agentActions(evs []Event, from time.Time, wg string) []Action {
 	var out []Action
-	for _, e := range r.cloud.Events() {
+	for _, e := range evs {
 		if e.Kind != "action" || e.TS.Before(from) {
 			continue
 		}
-		out = append(out, Action{At: e.TS, What: e.Action, Target: e.Target, Tunnel: e.TunnelAction()})
+		out = append(out, Action{At: e.TS, What: e.Action, Target: e.Target, Tunnel: e.TunnelAction(wg)})
 	}
 	return out
 }
 
-func (r *agentRun) detected(t time.Time) (time.Time, string, bool) {
-	for _, e := range r.cloud.Events() {
+// agentDetected is the first event at or after t that says the agent
+// noticed a problem.
+func agentDetected(evs []Event, t time.Time) (time.Time, string, bool) {
+	for _, e := range evs {
 		if e.TS.Before(t) {
 			continue
 		}
@@ -232,6 +248,32 @@ func (r *agentRun) detected(t time.Time) (time.Time, string, bool) {
 		}
 	}
 	return time.Time{}, "", false
+}
+
+// LogEvents extracts the events from the daemon's log: the lines of its
+// "events" component (time, msg = summary, event_id, kind, target, action,
+// result). The time is when the line was logged, within milliseconds of
+// the event.
+func LogEvents(lines []LogLine) []Event {
+	var out []Event
+	for _, ll := range lines {
+		if ll.Attrs["component"] != "events" {
+			continue
+		}
+		str := func(k string) string { s, _ := ll.Attrs[k].(string); return s }
+		e := Event{ID: str("event_id"), TS: ll.Time, Kind: str("kind"), Target: str("target"),
+			Action: str("action"), Result: str("result"), Summary: ll.Msg}
+		if d, ok := ll.Attrs["duration_seconds"].(float64); ok {
+			e.Duration = d
+			if e.Kind == "action" {
+				// Action events are logged when the action is done; their
+				// time is when it started.
+				e.TS = e.TS.Add(-time.Duration(d * float64(time.Second)))
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func (r *agentRun) events() []Event { return r.cloud.Events() }

@@ -19,6 +19,7 @@ type Report struct {
 	Short      bool              `json:"short"`
 	Parallel   bool              `json:"parallel"`
 	Settings   map[string]string `json:"settings"`
+	WorkDir    string            `json:"work_dir"` // configs, logs and agent state of every lab
 	Results    []Result          `json:"results"`
 	Footprints []Footprint       `json:"footprints,omitempty"`
 	Goals      []Goal            `json:"goals"`

@@ -272,3 +272,31 @@ not json
 }
 
 func readFile(dir, name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+
+func TestLogEventsAndActions(t *testing.T) {
+	log := `{"time":"2026-11-29T12:00:10Z","level":"WARN","msg":"peer dark: incident opened","component":"tunnel","peer":"x-wg/AbCd"}
+{"time":"2026-11-29T12:00:10.1Z","level":"INFO","msg":"x-wg/AbCd dark: probe missed: timeout","component":"events","event_id":"e1","kind":"incident","target":"x-wg/AbCd","result":"opened"}
+{"time":"2026-11-29T12:00:10.2Z","level":"INFO","msg":"reassert on x-wg: unchanged","component":"events","event_id":"e2","kind":"action","target":"x-wg","action":"reassert","result":"unchanged","duration_seconds":0.1}
+{"time":"2026-11-29T12:00:11Z","level":"INFO","msg":"workload telemetry: marked suspect","component":"events","event_id":"e3","kind":"action","target":"telemetry","action":"suspect-tunnel","result":"ok"}
+{"time":"2026-11-29T12:00:12Z","level":"INFO","msg":"handshake on x-wg/AbCd: changed","component":"events","event_id":"e4","kind":"action","target":"x-wg/AbCd","action":"handshake","result":"changed","duration_seconds":0.5}
+`
+	evs := LogEvents(ParseLogs([]byte(log)))
+	if len(evs) != 4 {
+		t.Fatalf("%d events, want 4 (only the events component): %+v", len(evs), evs)
+	}
+	when, what, ok := agentDetected(evs, at(5))
+	if !ok || !when.Equal(at(10.1)) || what != "incident: x-wg/AbCd dark: probe missed: timeout" {
+		t.Errorf("detected %v %v %q", ok, when, what)
+	}
+	got := agentActions(evs, at(10.15), "x-wg")
+	want := []Action{
+		{At: at(10.1), What: "reassert", Target: "x-wg", Tunnel: true}, // logged at 10.2 after 0.1 s: started 10.1
+		{At: at(11), What: "suspect-tunnel", Target: "telemetry"},
+		{At: at(11.5), What: "handshake", Target: "x-wg/AbCd", Tunnel: true},
+	}
+	// The reassert started before from (10.15): not counted.
+	want = want[1:]
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+}

@@ -104,7 +104,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep := &Report{Machine: DescribeMachine(), Started: time.Now().UTC(), Short: o.Short, Parallel: o.Parallel,
-		Settings: settingsOf(o)}
+		Settings: settingsOf(o), WorkDir: o.WorkDir}
 	if fi, err := os.Stat(o.Binary); err == nil {
 		rep.Machine.EdgehealBinaryBytes = fi.Size()
 		if out, err := exec.CommandContext(ctx, o.Binary, "version").Output(); err == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/edgeheal/edgeheal/internal/lab"
@@ -248,16 +250,9 @@ func (e *env) finish(id string) {
 	if !r.FaultAt.IsZero() {
 		r.FaultOffset = seconds(r.FaultAt.Sub(r.Start))
 	}
-	if at, what, ok := e.c.detected(from); ok {
-		r.DetectSeconds, r.Detection = ptr(seconds(at.Sub(from))), what
-	}
-	r.Actions = e.c.actions(from)
+	at, what, ok := e.c.detected(from)
+	scoreActions(r, from, at, what, ok, e.c.actions(from))
 	if id == S5 {
-		for _, a := range r.Actions {
-			if a.Tunnel {
-				r.NeedlessActions++
-			}
-		}
 		for _, ev := range e.c.events() {
 			if !ev.TS.Before(r.FaultAt) && ev.TS.Before(r.RestoreAt) && ev.Received.After(r.RestoreAt) {
 				r.EventsQueued++
@@ -265,4 +260,45 @@ func (e *env) finish(id string) {
 		}
 	}
 	r.Events = e.c.events()
+}
+
+// scoreActions records detection, actions and, in S5, the needless ones.
+func scoreActions(r *Result, from, detectedAt time.Time, detection string, detected bool, actions []Action) {
+	r.DetectSeconds, r.Detection = nil, ""
+	if detected {
+		r.DetectSeconds, r.Detection = ptr(seconds(detectedAt.Sub(from))), detection
+	}
+	r.Actions, r.NeedlessActions = actions, 0
+	if r.Scenario == S5 {
+		for _, a := range r.Actions {
+			if a.Tunnel {
+				r.NeedlessActions++
+			}
+		}
+	}
+}
+
+// RescoreFromLogs recomputes edgeheal's detection and actions from the
+// daemon logs a run left in its work directory (<dir>/<scenario>-edgeheal/
+// edgeheal.log), for reports made before the figures came from the log.
+func RescoreFromLogs(rep *Report, dir string) error {
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if r.Contender != Edgeheal || r.Error != "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, r.Scenario+"-"+Edgeheal, "edgeheal.log"))
+		if err != nil {
+			return err
+		}
+		evs := LogEvents(ParseLogs(b))
+		from := r.FaultAt
+		if from.IsZero() {
+			from = r.Start
+		}
+		at, what, ok := agentDetected(evs, from)
+		scoreActions(r, from, at, what, ok, agentActions(evs, from, r.Lab+"-wg"))
+	}
+	rep.Goals = CheckGoals(rep)
+	return nil
 }
