@@ -465,13 +465,25 @@ func (d *demo) act4(ctx context.Context) error {
 		return err
 	}
 	d.say("lab", "broker back")
-	// Wait for the outbox to deliver what happened during the outage.
-	deadline := time.Now().Add(20 * time.Second)
+	// Wait for the outbox to deliver what happened during the outage: the
+	// agent reconnects with a jittered backoff, so this can take a while.
+	d.say("demo", "waiting for edgeheal to reconnect and deliver its queued events (jittered backoff)")
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if n := queued(d.c.Events(), start, restarted); n > 0 {
-			if err := sleepCtx(ctx, 2*time.Second); err != nil { // the rest of the batch
-				return err
+		got := map[string]bool{}
+		for _, e := range d.c.Events() {
+			got[e.ID] = true
+		}
+		want, missing := 0, 0
+		for _, e := range bench.LogEvents(d.a.Logs()) {
+			if !e.TS.Before(start) && e.TS.Before(restarted) {
+				want++
+				if !got[e.ID] {
+					missing++
+				}
 			}
+		}
+		if want > 0 && missing == 0 {
 			break
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {

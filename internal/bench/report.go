@@ -211,7 +211,7 @@ func (rep *Report) Markdown(chartFile string) string {
 			}
 		case S5:
 			if r.EventsQueued > 0 {
-				notes = append(notes, fmt.Sprintf("%d events queued during the outage, delivered after it", r.EventsQueued))
+				notes = append(notes, fmt.Sprintf("%d events queued during the outage, the last delivered %.1f s after the broker's return", r.EventsQueued, r.QueuedDeliveredSeconds))
 			}
 		}
 		outRatio, lossRatio := "—", "—"

@@ -49,6 +49,9 @@ type Result struct {
 	HandshakeAfterRestoreSeconds *float64 `json:"handshake_after_restore_seconds,omitempty"`
 	// S5: events that happened during the outage and reached the cloud after it.
 	EventsQueued int `json:"events_queued,omitempty"`
+	// QueuedDeliveredSeconds: the broker's return to the last of them
+	// arriving at the cloud.
+	QueuedDeliveredSeconds float64 `json:"queued_delivered_seconds,omitempty"`
 
 	// Delivered telemetry per second of send time, from Start.
 	Series []int `json:"series"`

@@ -225,11 +225,39 @@ func (e *env) s5(ctx context.Context) error {
 		return err
 	}
 	e.mark(e.res.RestoreAt, "broker back")
-	return sleep(ctx, e.o.Tail)
+	if err := sleep(ctx, e.o.Tail); err != nil {
+		return err
+	}
+	e.telemetry(S5)
+	return e.drain(ctx, 150*time.Second)
 }
 
 // finish computes the scenario's figures from the lab and the contender.
 func (e *env) finish(id string) {
+	r := e.res
+	if r.End.IsZero() { // S5 ends the telemetry window before its drain
+		e.telemetry(id)
+	}
+	from := r.FaultAt
+	if from.IsZero() {
+		from = r.End
+	}
+	at, what, ok := e.c.detected(from)
+	scoreActions(r, from, at, what, ok, e.c.actions(from))
+	if id == S5 {
+		for _, ev := range e.c.events() {
+			if !ev.TS.Before(r.FaultAt) && ev.TS.Before(r.RestoreAt) && ev.Received.After(r.RestoreAt) {
+				r.EventsQueued++
+				r.QueuedDeliveredSeconds = max(r.QueuedDeliveredSeconds, seconds(ev.Received.Sub(r.RestoreAt)))
+			}
+		}
+	}
+	r.Events = e.c.events()
+}
+
+// telemetry ends the scenario's telemetry window now: loss, outages and
+// the series are judged up to this moment.
+func (e *env) telemetry(id string) {
 	r := e.res
 	r.End = time.Now()
 	from := r.FaultAt
@@ -250,16 +278,44 @@ func (e *env) finish(id string) {
 	if !r.FaultAt.IsZero() {
 		r.FaultOffset = seconds(r.FaultAt.Sub(r.Start))
 	}
-	at, what, ok := e.c.detected(from)
-	scoreActions(r, from, at, what, ok, e.c.actions(from))
-	if id == S5 {
-		for _, ev := range e.c.events() {
-			if !ev.TS.Before(r.FaultAt) && ev.TS.Before(r.RestoreAt) && ev.Received.After(r.RestoreAt) {
-				r.EventsQueued++
+}
+
+// drain waits, after S5's telemetry window, until every event edgeheal
+// logged during the outage has reached the cloud, up to limit: its
+// reconnects back off with jitter (up to 2 minutes) so a fleet does not
+// return in one wave, and the queued events arrive with the reconnect.
+func (e *env) drain(ctx context.Context, limit time.Duration) error {
+	a, ok := e.c.(*agentRun)
+	if !ok {
+		return nil
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		want := 0
+		got := map[string]bool{}
+		for _, ev := range a.cloud.Events() {
+			got[ev.ID] = true
+		}
+		missing := 0
+		for _, ev := range LogEvents(a.a.Logs()) {
+			if !ev.TS.Before(e.res.FaultAt) && ev.TS.Before(e.res.RestoreAt) {
+				want++
+				if !got[ev.ID] {
+					missing++
+				}
 			}
 		}
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			e.res.Notes = append(e.res.Notes, fmt.Sprintf("%d of %d events from the outage not delivered %v after it", missing, want, limit+e.o.Tail))
+			return nil
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
 	}
-	r.Events = e.c.events()
 }
 
 // scoreActions records detection, actions and, in S5, the needless ones.
