@@ -84,6 +84,9 @@ func Chart(rep *Report) []byte {
 		}
 		step := tickStep(x1 - x0)
 		for t := math.Ceil(x0/step) * step; t <= x1; t += step {
+			if math.Abs(t) < 1e-9 {
+				t = 0 // not "-0"
+			}
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#eeeeee"/><text x="%.1f" y="%.0f" text-anchor="middle">%.0f</text>`+"\n",
 				px(t), oy+mt, px(t), oy+mt+ph, px(t), oy+mt+ph+14, t)
 		}
@@ -93,10 +96,17 @@ func Chart(rep *Report) []byte {
 		}
 		if len(marks) > 0 && len(marks) <= 4 {
 			for _, m := range marks {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#d55e00" font-size="10">%s</text>`+"\n", px(m.At)+3, oy+mt+11, html.EscapeString(m.Label))
+				x, anchor := px(m.At)+3, "start"
+				if px(m.At) > ox+ml+pw*0.6 { // right half: label on the left of the line
+					x, anchor = px(m.At)-3, "end"
+				}
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#d55e00" font-size="10" text-anchor="%s">%s</text>`+"\n", x, oy+mt+11, anchor, html.EscapeString(m.Label))
 			}
 		}
-		for _, c := range conts {
+		for k, c := range conts {
+			// Earlier contenders are drawn wider, so a line lying on top of
+			// another (all at zero, say) still shows the one beneath.
+			width := 1.6 + 0.7*float64(len(conts)-1-k)
 			r, ok := rep.Find(sc, c)
 			if !ok || len(r.Series) == 0 {
 				continue
@@ -109,7 +119,7 @@ func Chart(rep *Report) []byte {
 				}
 				fmt.Fprintf(&pts, "%.1f,%.1f ", px(x), py(float64(v)))
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" stroke-linejoin="round" points="%s"/>`+"\n", colorOf(c), bytes.TrimSpace(pts.Bytes()))
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="%.1f" stroke-linejoin="round" points="%s"/>`+"\n", colorOf(c), width, bytes.TrimSpace(pts.Bytes()))
 		}
 	}
 	b.WriteString("</svg>\n")

@@ -214,14 +214,18 @@ func (rep *Report) Markdown(chartFile string) string {
 				notes = append(notes, fmt.Sprintf("%d events queued during the outage, the last delivered %.1f s after the broker's return", r.EventsQueued, r.QueuedDeliveredSeconds))
 			}
 		}
+		recover := fmtPtr(r.RecoverSeconds, " s")
+		if r.Scenario == S2 {
+			recover = "—" // many faults: the outage column says it
+		}
 		outRatio, lossRatio := "—", "—"
 		if r.Contender != None && base.Error == "" {
 			outRatio = fmtRatio(Ratio(r.TotalOutageSeconds, base.TotalOutageSeconds))
 			lossRatio = fmtRatio(Ratio(r.LossPct, base.LossPct))
 		}
-		fmt.Fprintf(&b, "| %s %s | %s | %s | %s | %s | %.2f %% | %s | %s | %s | %d | %s |\n",
+		fmt.Fprintf(&b, "| %s %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
 			r.Scenario, Titles[r.Scenario], r.Contender, fmtPtr(r.DetectSeconds, " s"), fmtOutage(r),
-			fmtPtr(r.RecoverSeconds, " s"), r.LossPct, outRatio, lossRatio, actionsText(r.Actions), r.NeedlessActions,
+			recover, lossText(r.LossPct), outRatio, lossRatio, actionsText(r.Actions), r.NeedlessActions,
 			strings.Join(notes, "; "))
 	}
 	b.WriteString("\nOutage ratios compare the total outage time in the scenario.\n")
@@ -316,4 +320,12 @@ func (rep *Report) Write(dir string) (mdPath string, err error) {
 		}
 	}
 	return filepath.Join(dir, "results.md"), nil
+}
+
+// lossText keeps small losses visible: 0.008 % is not 0.00 %.
+func lossText(p float64) string {
+	if p > 0 && p < 0.1 {
+		return fmt.Sprintf("%.3f %%", p)
+	}
+	return fmt.Sprintf("%.2f %%", p)
 }

@@ -129,9 +129,10 @@ func Percentile(xs []float64, p float64) float64 {
 }
 
 // Ratio is a/b, or nil when b is zero (nothing to compare against).
+// Tables show it with 3 significant digits.
 func Ratio(a, b float64) *float64 {
 	if b == 0 {
 		return nil
 	}
-	return ptr(math.Round(a/b*1000) / 1000)
+	return ptr(a / b)
 }
