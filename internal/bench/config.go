@@ -33,12 +33,6 @@ type ConfigParams struct {
 	Keepalive  time.Duration // tunnels[0].persistent_keepalive; 0 means edgeheal's default 20s
 }
 
-// ParamsFor fills the lab's names into p.
-func ParamsFor(l *lab.Lab, p ConfigParams) ConfigParams {
-	p.Prefix = l.Prefix()
-	return p
-}
-
 var configTmpl = template.Must(template.New("config").Parse(`# edgeheal config for the lab (edgeheal-lab demo / bench), generated for
 # the lab prefix "{{.Prefix}}": run the lab with ` + "`edgeheal-lab up --prefix {{.Prefix}}`" + ` and
 # the agent inside its edge namespace:
