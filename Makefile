@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BIN         := bin
 
-.PHONY: build test test-short lint fuzz bench demo package clean
+.PHONY: build test test-short lint fuzz bench bench-lab bench-lab-short demo package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
@@ -35,8 +35,22 @@ fuzz:
 	  done; \
 	done
 
+# The demo (root): the lab with the real fault, the daemon healing it, a
+# live timeline; under 2 minutes, removes everything it made.
+demo: build
+	$(BIN)/edgeheal-lab demo --edgeheal $(BIN)/edgeheal
+
+# Go micro-benchmarks of the hot paths.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Scenarios x contenders in the lab (root), side by side; results in
+# bench/results/. About 25 minutes; bench-lab-short about 9.
+bench-lab: build
+	$(BIN)/edgeheal-lab bench --parallel --edgeheal $(BIN)/edgeheal
+
+bench-lab-short: build
+	$(BIN)/edgeheal-lab bench --parallel --short --edgeheal $(BIN)/edgeheal
 
 # The four packages (deb and rpm, amd64 and arm64) into dist/, with nfpm
 # pinned in packaging/build.sh.
