@@ -12,8 +12,10 @@ import (
 
 func TestLadderDecide(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	full := configs.Tunnel{Interface: "wg0", Heal: configs.HealRungs, EndpointHost: "hub.example.net", Unit: "wg-quick@wg0.service"}
-	bare := configs.Tunnel{Interface: "wg0", Heal: configs.HealRungs}
+	// An explicit order, so that the indices below stay put whatever the default.
+	order := []string{"reassert", "handshake", "reresolve", "bounce", "restart-unit"}
+	full := configs.Tunnel{Interface: "wg0", Heal: order, EndpointHost: "hub.example.net", Unit: "wg-quick@wg0.service"}
+	bare := configs.Tunnel{Interface: "wg0", Heal: order}
 	fine := ladderGuards{UplinkOK: true, ClockOK: true}
 	fresh := func() *actionBudget { return newActionBudget(3, time.Hour, 30*time.Second) }
 	spentAt := func(secs ...int) func() *actionBudget {

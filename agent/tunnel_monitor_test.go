@@ -237,16 +237,16 @@ func TestTunnelMonitorGivesUpWhenTheBudgetIsSpent(t *testing.T) {
 		h.at(600 * tsec)
 		h.wantCalls("after 10 minutes dark",
 			"reassert wg0",
+			"reresolve "+tunnelPeer0+" hub.example.net", // 13 s: same address, free: the next rung at once
 			"handshake "+tunnelPeer0+" keepalive 20s",   // 13 s: budget 1 of 2
-			"reresolve "+tunnelPeer0+" hub.example.net", // 43 s (cooldown after 13 s): same address, free
-			"bounce wg0", // 43 s: budget 2 of 2
+			"bounce wg0", // 43 s (cooldown after 13 s): budget 2 of 2
 			// 58 s: restart-unit would be the third: gave up instead.
 		)
 		h.wantEvents("after 10 minutes dark",
 			"13s incident "+tunnelPeer0+" opened",
 			"13s action wg0 reassert unchanged",
+			"13s action "+tunnelPeer0+" reresolve unchanged",
 			"13s action "+tunnelPeer0+" handshake changed",
-			"43s action "+tunnelPeer0+" reresolve unchanged",
 			"43s action wg0 bounce changed",
 			"58s gave-up "+tunnelPeer0+" degraded",
 			"1m58s degraded "+tunnelPeer0+" alert", // alerts back off: 1, 2, 4 minutes

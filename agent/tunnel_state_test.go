@@ -13,7 +13,8 @@ import (
 func TestNextPeer(t *testing.T) {
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	pol := PeerPolicy{Misses: 3, VerifyTimeout: 15 * time.Second, Heal: configs.HealRungs}
+	// An explicit order, so that the rung indices below stay put whatever the default.
+	pol := PeerPolicy{Misses: 3, VerifyTimeout: 15 * time.Second, Heal: []string{"reassert", "handshake", "reresolve", "bounce", "restart-unit"}}
 	miss := func(s int) PeerObservation {
 		return PeerObservation{Now: at(s), Bad: true, Reason: "probe missed: timeout"}
 	}

@@ -87,14 +87,20 @@ type Probe struct {
 // Heal rungs, in the default order of the remediation ladder.
 const (
 	HealReassert    = "reassert"
-	HealHandshake   = "handshake"
 	HealReresolve   = "reresolve"
+	HealHandshake   = "handshake"
 	HealBounce      = "bounce"
 	HealRestartUnit = "restart-unit"
 )
 
-// HealRungs lists every valid heal rung in ladder order.
-var HealRungs = []string{HealReassert, HealHandshake, HealReresolve, HealBounce, HealRestartUnit}
+// HealRungs lists every valid heal rung in the default ladder order.
+// reresolve comes before handshake: it costs nothing when endpoint_host is
+// unset or still resolves to the current endpoint (the rung is skipped and
+// the next runs at once), and when the address did change, setting it keeps
+// the session the hub may still have, where a forced handshake first would
+// drop it and wait out a verify_timeout and a cooldown (measured in the lab:
+// 39.5 s back with handshake first).
+var HealRungs = []string{HealReassert, HealReresolve, HealHandshake, HealBounce, HealRestartUnit}
 
 // Workload is a pod whose network path to its broker the agent probes from
 // inside the pod's own network namespace.

@@ -74,7 +74,7 @@ func TestParseElementDefaults(t *testing.T) {
 		StaleAfter: Duration(210 * time.Second),
 		RxSilence:  Duration(75 * time.Second),
 		Probe:      Probe{Interval: Duration(time.Second), Timeout: Duration(time.Second), Misses: 3},
-		Heal:       []string{"reassert", "handshake", "reresolve", "bounce", "restart-unit"},
+		Heal:       []string{"reassert", "reresolve", "handshake", "bounce", "restart-unit"},
 	}
 	if diff := cmp.Diff(want, tun); diff != "" {
 		t.Errorf("an explicit 0s keepalive must stay 0s and the rest take defaults (-want +got):\n%s", diff)
@@ -117,7 +117,7 @@ func TestParseProblems(t *testing.T) {
 		{"a scalar document", "hello\n",
 			[]string{"f.yaml: the top level must be a mapping"}},
 		{"an unknown heal rung", "tunnels:\n  - interface: wg0\n    heal: [reassert, reboot]\n",
-			[]string{`f.yaml: tunnels[0].heal[1]: unknown rung "reboot" (known: reassert, handshake, reresolve, bounce, restart-unit)`}},
+			[]string{`f.yaml: tunnels[0].heal[1]: unknown rung "reboot" (known: reassert, reresolve, handshake, bounce, restart-unit)`}},
 		{"a malformed public key", "tunnels:\n  - interface: wg0\n    peers: [abc]\n",
 			[]string{`f.yaml: tunnels[0].peers[0]: "abc" is not a WireGuard public key`}},
 		{"a probe target without a port", "tunnels:\n  - interface: wg0\n    probe: {target: 'tcp://10.0.0.1'}\n",
