@@ -40,6 +40,11 @@ type OffloadGuardConfig struct {
 	Log     *slog.Logger
 	Emit    Emit             // nil: events are dropped
 	Now     func() time.Time // nil: time.Now
+	// OnChanged, if set, is called (from the enforcing goroutine: it must
+	// not block) after a link's features were changed for real, with the
+	// link's name: the wiring tells the tunnel monitor, whose tunnels were
+	// dark because of it (TunnelMonitor.Nudge).
+	OnChanged func(link string)
 }
 
 // OffloadGuard keeps TX checksum offload (and any extra configured
@@ -54,14 +59,15 @@ type OffloadGuardConfig struct {
 // "offload-off". With DryRun it reports what it would change and changes
 // nothing. It never acts on a link whose features it could not read.
 type OffloadGuard struct {
-	uplinks []configs.Uplink
-	dryRun  bool
-	floor   time.Duration
-	nic     netfix.NIC
-	links   probes.LinkWatcher
-	log     *slog.Logger
-	emit    Emit
-	now     func() time.Time
+	uplinks   []configs.Uplink
+	dryRun    bool
+	floor     time.Duration
+	nic       netfix.NIC
+	links     probes.LinkWatcher
+	log       *slog.Logger
+	emit      Emit
+	now       func() time.Time
+	onChanged func(link string)
 
 	pass sync.Mutex // one enforcement at a time (Run and Enforce callers)
 
@@ -133,15 +139,16 @@ func NewOffloadGuard(cfg OffloadGuardConfig) (*OffloadGuard, error) {
 		return nil, err
 	}
 	g := &OffloadGuard{
-		uplinks: ups,
-		dryRun:  cfg.DryRun,
-		floor:   cfg.Floor,
-		nic:     cfg.NIC,
-		links:   cfg.Links,
-		log:     cfg.Log,
-		emit:    cfg.Emit,
-		now:     cfg.Now,
-		state:   map[string]*uplinkState{},
+		uplinks:   ups,
+		dryRun:    cfg.DryRun,
+		floor:     cfg.Floor,
+		nic:       cfg.NIC,
+		links:     cfg.Links,
+		log:       cfg.Log,
+		emit:      cfg.Emit,
+		now:       cfg.Now,
+		onChanged: cfg.OnChanged,
+		state:     map[string]*uplinkState{},
 	}
 	if g.floor <= 0 {
 		g.floor = DefaultOffloadFloor
@@ -551,6 +558,9 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, s probes.SelectedLink, t
 
 	for _, ev := range evs {
 		g.emit(ev)
+	}
+	if res.Changed && g.onChanged != nil {
+		g.onChanged(s.Name)
 	}
 	switch {
 	case err != nil:

@@ -193,6 +193,15 @@ type guardRig struct {
 	links *fakeLinks
 	ev    *events
 	g     *OffloadGuard
+
+	mu      sync.Mutex
+	changed []string // OnChanged calls
+}
+
+func (r *guardRig) onChanged() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.changed...)
 }
 
 func newGuardRig(t *testing.T, uplinks []configs.Uplink, dryRun bool) *guardRig {
@@ -201,6 +210,11 @@ func newGuardRig(t *testing.T, uplinks []configs.Uplink, dryRun bool) *guardRig 
 	g, err := NewOffloadGuard(OffloadGuardConfig{
 		Uplinks: uplinks, DryRun: dryRun, Floor: 10 * time.Second,
 		NIC: r.nic, Links: r.links, Log: slog.New(slog.DiscardHandler), Emit: r.ev.emit,
+		OnChanged: func(link string) {
+			r.mu.Lock()
+			r.changed = append(r.changed, link)
+			r.mu.Unlock()
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +289,9 @@ func TestOffloadGuardEnforcesAtStartOnSelectedLinksOnly(t *testing.T) {
 		want := []string{"offload-drift wwan0", "action wwan0 offload-off changed"}
 		if diff := cmp.Diff(want, r.ev.brief()); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"wwan0"}, r.onChanged()); diff != "" {
+			t.Errorf("OnChanged calls (-want +got):\n%s", diff)
 		}
 		drift := r.ev.all()[0]
 		if diff := cmp.Diff([]string{"tx-checksum-ip-generic", "tx-checksum-sctp"}, drift.Evidence["features"]); diff != "" {
@@ -385,6 +402,9 @@ func TestOffloadGuardDryRunChangesNothingAndReportsOnce(t *testing.T) {
 		want := []string{"offload-drift wwan0", "action wwan0 offload-off dry-run"}
 		if diff := cmp.Diff(want, r.ev.brief()); diff != "" {
 			t.Errorf("events (-want +got):\n%s", diff)
+		}
+		if got := r.onChanged(); len(got) != 0 {
+			t.Errorf("OnChanged called %v in a dry run, want never: nothing changed", got)
 		}
 		if diff := cmp.Diff([]string{"wwan0 drift healthy=false"}, checkStates(r.g.Checks())); diff != "" {
 			t.Errorf("checks (-want +got):\n%s", diff)

@@ -57,6 +57,7 @@ type TunnelMonitor struct {
 
 	mu        sync.Mutex
 	suspects  map[string]string // tunnel → reason, drained by the loop
+	nudge     string            // an uplink was just fixed: why; drained by the loop
 	views     []peerView
 	clockView *ClockStatus
 	clockErr  error
@@ -240,6 +241,31 @@ func (m *TunnelMonitor) Suspect(tunnel, reason string) {
 	}
 }
 
+// Nudge reports that something known to darken tunnels was just fixed (the
+// offload guard turned an uplink's TX checksum offload off). The next round
+// starts at once for every tunnel, and in it a probe miss is confirmed on
+// the spot instead of after probe.misses in a row: the cause is known, and
+// a tunnel that never completed a handshake through the corrupting uplink
+// only comes back with a fresh one (WireGuard alone retries every 5 s). A
+// probe that answers changes nothing, so a session that survived is kept.
+func (m *TunnelMonitor) Nudge(reason string) {
+	m.mu.Lock()
+	m.nudge = reason
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *TunnelMonitor) takeNudge() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nudge
+	m.nudge = ""
+	return n
+}
+
 func (m *TunnelMonitor) takeSuspects() map[string]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -264,6 +290,7 @@ func (m *TunnelMonitor) round(ctx context.Context) {
 	m.roundNo++
 	m.uplinkCache, m.uplinkErr = nil, nil
 	suspects := m.takeSuspects()
+	nudge := m.takeNudge()
 	for name, why := range suspects {
 		if _, ok := m.byName[name]; !ok {
 			m.log.Warn("suspicion for a tunnel that is not configured", "tunnel", name, "reason", why)
@@ -273,7 +300,7 @@ func (m *TunnelMonitor) round(ctx context.Context) {
 	var due []*tunnelRun
 	for _, t := range m.tunnels {
 		_, suspected := suspects[t.cfg.Interface]
-		if suspected || !start.Before(t.due.Add(-m.tick/2)) {
+		if suspected || nudge != "" || !start.Before(t.due.Add(-m.tick/2)) {
 			due = append(due, t)
 		}
 	}
@@ -298,13 +325,13 @@ func (m *TunnelMonitor) round(ctx context.Context) {
 	now := time.Now()
 	for i, t := range due {
 		t.due = start.Add(t.interval)
-		m.roundTunnel(ctx, t, &readings[i], suspects[t.cfg.Interface], now)
+		m.roundTunnel(ctx, t, &readings[i], suspects[t.cfg.Interface], nudge, now)
 	}
 	m.publish()
 }
 
 // roundTunnel updates every peer of one tunnel from its reading and acts.
-func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnelReading, suspicion string, now time.Time) {
+func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnelReading, suspicion, nudge string, now time.Time) {
 	t.round++
 	if r.err != nil {
 		// No observation: every peer keeps its state.
@@ -355,6 +382,10 @@ func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnel
 			sus = suspicion
 		}
 		obs := peerObserve(p.st, &p.sig, now, staleAfter, rxSilence, probe, sus)
+		if nudge != "" && probe != nil && obs.Bad && obs.Err == nil {
+			obs.Confirmed = true
+			obs.Reason += " (right after " + nudge + ")"
+		}
 		m.apply(t, p, obs)
 		switch p.st.Phase {
 		case PeerDown:

@@ -584,3 +584,35 @@ func TestTunnelMonitorCheckObservesOnceAndChangesNothing(t *testing.T) {
 		t.Errorf("Check emitted events: %v", evs)
 	}
 }
+
+func TestTunnelMonitorConfirmsTheFirstMissAfterANudge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTunnelFakeOS("wg0", 1, 20*tsec)
+		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
+		defer h.stop()
+
+		h.at(10*tsec + tsec/2)
+		f.set(func(f *tunnelFakeOS) { f.dark["wg0"], f.fixedBy = true, "handshake" })
+		h.m.Nudge("uplink offload fixed")
+		h.at(10*tsec + 3*tsec/4)
+		h.wantCalls("a quarter second after the nudge: one miss, confirmed by it",
+			"reassert wg0",
+			"handshake "+tunnelPeer0+" keepalive 20s")
+		h.at(12 * tsec)
+		h.wantState("a probe after the forced handshake", 0, PeerOK)
+	})
+}
+
+func TestTunnelMonitorKeepsAHealthySessionThroughANudge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTunnelFakeOS("wg0", 1, 20*tsec)
+		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
+		defer h.stop()
+
+		h.at(10*tsec + tsec/2)
+		h.m.Nudge("uplink offload fixed")
+		h.at(12 * tsec)
+		h.wantCalls("after a nudge with the probe answering")
+		h.wantState("after a nudge with the probe answering", 0, PeerOK)
+	})
+}

@@ -89,6 +89,7 @@ func (h *handles) close() {
 func (h *handles) components(cfg *configs.Config, log *slog.Logger, emit agent.Emit) ([]agent.Component, error) {
 	var comps []agent.Component
 	var guard *agent.OffloadGuard
+	var tunnels *agent.TunnelMonitor // set below, before anything runs
 	if len(cfg.Uplinks) > 0 {
 		if err := errors.Join(h.need("ethtool"), h.need("netlink")); err != nil {
 			return nil, fmt.Errorf("offload guard: %w", err)
@@ -101,6 +102,13 @@ func (h *handles) components(cfg *configs.Config, log *slog.Logger, emit agent.E
 			Links:   h.links,
 			Log:     log.With("component", "offload"),
 			Emit:    emit,
+			// A tunnel dark because of this uplink needs a fresh handshake now,
+			// not after probe.misses more seconds.
+			OnChanged: func(link string) {
+				if tunnels != nil {
+					tunnels.Nudge("TX checksum offload turned off on " + link)
+				}
+			},
 		})
 		if err != nil {
 			return nil, err
@@ -127,6 +135,7 @@ func (h *handles) components(cfg *configs.Config, log *slog.Logger, emit agent.E
 			sys.Offload = guard
 		}
 		tm := agent.NewTunnelMonitor(cfg.Tunnels, cfg.Policy, cfg.DryRun, sys, log.With("component", "tunnel"), emit)
+		tunnels = tm
 		suspector = tm
 		comps = append(comps, tm)
 	}
