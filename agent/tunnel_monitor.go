@@ -322,6 +322,15 @@ func (m *TunnelMonitor) round(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // stopping: these observations were cut short
 	}
+	// A nudge that arrived while this round observed applies to it too: a
+	// probe that missed after the uplink was fixed, or while it was being
+	// fixed, is all the evidence a fresh handshake needs.
+	if n := m.takeNudge(); n != "" {
+		nudge = n
+		if len(due) < len(m.tunnels) {
+			m.Nudge(n) // the tunnels this round did not observe get it next round
+		}
+	}
 	now := time.Now()
 	for i, t := range due {
 		t.due = start.Add(t.interval)
