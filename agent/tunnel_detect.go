@@ -7,7 +7,7 @@ import (
 )
 
 // Detection for tunnel peers: three signals, each with what it can and
-// cannot tell (see docs/tunnel-health.md):
+// cannot tell (see the README, "Tunnel health"):
 //
 //   - the active probe through the tunnel: fast (one interval) and
 //     unambiguous, confirmed by probe.misses in a row;

@@ -157,7 +157,7 @@ func wantPayload(t *testing.T, format string) map[string]entry {
 		"/usr/share/doc/edgeheal/copyright":               file(),
 		"/usr/share/doc/edgeheal/examples":                dir(),
 		"/usr/share/doc/edgeheal/examples/edge-node.yaml": file(),
-		"/usr/share/doc/edgeheal/packaging.md.gz":         file(),
+		"/usr/share/doc/edgeheal/README.md.gz":            file(),
 		"/usr/share/edgeheal":                             dir(),
 		"/usr/share/man/man1/edgeheal.1.gz":               file(),
 	}
@@ -426,7 +426,7 @@ func TestLintianOverridesAreJustified(t *testing.T) {
 }
 
 // The unit's exposure, as systemd-analyze security scores it offline, must
-// not get worse than what docs/packaging.md reports (3.1 at the time of
+// not get worse than what the README reports (3.1 at the time of
 // writing; 0 is best, 10 worst).
 func TestUnitSecurityExposureStaysLow(t *testing.T) {
 	unit := filepath.Join(repo, "packaging", "edgeheal.service")
