@@ -243,11 +243,12 @@ func (m *TunnelMonitor) Suspect(tunnel, reason string) {
 
 // Nudge reports that something known to darken tunnels was just fixed (the
 // offload guard turned an uplink's TX checksum offload off). The next round
-// starts at once for every tunnel, and in it a probe miss is confirmed on
-// the spot instead of after probe.misses in a row: the cause is known, and
-// a tunnel that never completed a handshake through the corrupting uplink
-// only comes back with a fresh one (WireGuard alone retries every 5 s). A
-// probe that answers changes nothing, so a session that survived is kept.
+// starts at once for every tunnel, and in it a probe miss of a peer without
+// a valid session is confirmed on the spot instead of after probe.misses in
+// a row: the cause is known, and a tunnel that could not complete a
+// handshake through the corrupting uplink only comes back with a fresh one
+// (WireGuard alone retries every 5 s). A probe that answers changes nothing,
+// and a peer whose session survived (a re-plug) keeps the usual streak.
 func (m *TunnelMonitor) Nudge(reason string) {
 	m.mu.Lock()
 	m.nudge = reason
@@ -256,6 +257,19 @@ func (m *TunnelMonitor) Nudge(reason string) {
 	case m.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wgRejectAfterTime is WireGuard's REJECT_AFTER_TIME (a protocol constant,
+// kernel and wireguard-go alike): a session older than this carries no data.
+const wgRejectAfterTime = 180 * time.Second
+
+// sessionValid reports whether the peer has a session WireGuard can still
+// use: a handshake within REJECT_AFTER_TIME. A nudge confirms a probe miss
+// only for a peer without one: a session that survived a re-plug is left to
+// the usual streak, since a probe sent while the new link came up may just
+// have been lost.
+func sessionValid(ps *PeerStats, now time.Time) bool {
+	return !ps.LastHandshake.IsZero() && now.Sub(ps.LastHandshake) < wgRejectAfterTime
 }
 
 func (m *TunnelMonitor) takeNudge() string {
@@ -391,9 +405,9 @@ func (m *TunnelMonitor) roundTunnel(ctx context.Context, t *tunnelRun, r *tunnel
 			sus = suspicion
 		}
 		obs := peerObserve(p.st, &p.sig, now, staleAfter, rxSilence, probe, sus)
-		if nudge != "" && probe != nil && obs.Bad && obs.Err == nil {
+		if nudge != "" && probe != nil && obs.Bad && obs.Err == nil && !sessionValid(ps, now) {
 			obs.Confirmed = true
-			obs.Reason += " (right after " + nudge + ")"
+			obs.Reason += " (no session, right after " + nudge + ")"
 		}
 		m.apply(t, p, obs)
 		switch p.st.Phase {

@@ -587,18 +587,22 @@ func TestTunnelMonitorCheckObservesOnceAndChangesNothing(t *testing.T) {
 
 func TestTunnelMonitorConfirmsTheFirstMissAfterANudge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// The field failure at start: the uplink corrupted every handshake, so
+		// the peer never had a session.
 		f := newTunnelFakeOS("wg0", 1, 20*tsec)
+		f.peers["wg0"][0].LastHandshake = time.Time{}
+		f.dark["wg0"], f.fixedBy = true, "handshake"
 		h := startTunnelMonitor(t, f, []configs.Tunnel{tunnelTestConfig()}, tunnelTestPolicy(), false)
 		defer h.stop()
 
-		h.at(10*tsec + tsec/2)
-		f.set(func(f *tunnelFakeOS) { f.dark["wg0"], f.fixedBy = true, "handshake" })
+		h.at(tsec / 2) // one miss so far: not confirmed
+		h.wantCalls("before the nudge")
 		h.m.Nudge("uplink offload fixed")
-		h.at(10*tsec + 3*tsec/4)
-		h.wantCalls("a quarter second after the nudge: one miss, confirmed by it",
+		h.at(3 * tsec / 4)
+		h.wantCalls("a quarter second after the nudge: its miss confirmed at once",
 			"reassert wg0",
 			"handshake "+tunnelPeer0+" keepalive 20s")
-		h.at(12 * tsec)
+		h.at(2 * tsec)
 		h.wantState("a probe after the forced handshake", 0, PeerOK)
 	})
 }
@@ -614,5 +618,12 @@ func TestTunnelMonitorKeepsAHealthySessionThroughANudge(t *testing.T) {
 		h.at(12 * tsec)
 		h.wantCalls("after a nudge with the probe answering")
 		h.wantState("after a nudge with the probe answering", 0, PeerOK)
+
+		// A re-plug: the probe sent while the new link came up is lost, but
+		// the session (handshake seconds ago) survived: the usual streak.
+		f.set(func(f *tunnelFakeOS) { f.dark["wg0"] = true })
+		h.m.Nudge("uplink offload fixed")
+		h.at(12*tsec + tsec/4)
+		h.wantCalls("a miss right after a nudge, with a live session")
 	})
 }
