@@ -3,6 +3,7 @@ package report
 import (
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
@@ -14,11 +15,21 @@ import (
 // broker outage), counts it in the metrics and logs it.
 type Recorder struct {
 	Outbox   *Outbox
-	Evidence *EvidenceStore        // nil: no bundles
-	Collect  func() map[string]any // evidence sections; nil: no bundles
-	Metrics  *Metrics              // nil: not counted
-	Log      *slog.Logger          // required
+	Evidence *EvidenceStore // nil: no bundles
+	Metrics  *Metrics       // nil: not counted
+	Log      *slog.Logger   // required
 	Now      func() time.Time
+
+	mu      sync.Mutex
+	collect func() map[string]any // evidence sections; nil: no bundles
+}
+
+// SetCollect sets where evidence sections come from. A reload calls it
+// while the old components may still emit, so it is safe for concurrent use.
+func (r *Recorder) SetCollect(collect func() map[string]any) {
+	r.mu.Lock()
+	r.collect = collect
+	r.mu.Unlock()
 }
 
 // Emit records e. It is an agent.Emit.
@@ -33,8 +44,11 @@ func (r *Recorder) Emit(e agent.Event) {
 	if e.Time.IsZero() {
 		e.Time = now()
 	}
-	if r.Evidence != nil && r.Collect != nil && agent.OpensIncident(e) {
-		sum, err := r.Evidence.Save(Bundle{Incident: e.ID, Time: e.Time, Target: e.Target, Reason: e.Summary, Sections: r.Collect()})
+	r.mu.Lock()
+	collect := r.collect
+	r.mu.Unlock()
+	if r.Evidence != nil && collect != nil && agent.OpensIncident(e) {
+		sum, err := r.Evidence.Save(Bundle{Incident: e.ID, Time: e.Time, Target: e.Target, Reason: e.Summary, Sections: collect()})
 		if err != nil {
 			r.Log.Warn("could not save incident evidence", "event_id", e.ID, "error", err)
 		} else {

@@ -286,10 +286,10 @@ func (r *reporting) evidenceFor(cfg *configs.Config, h *handles, checks func() [
 	if h.links != nil {
 		src.Net = h.links
 	}
-	r.recorder.Collect = src.Collect
+	r.recorder.SetCollect(src.Collect)
 }
 
-// workloadReady adapts the agent to report.AgentState.
+// agentState adapts the agent to report.AgentState.
 type agentState struct {
 	*agent.Agent
 	mu       sync.Mutex

@@ -47,11 +47,11 @@ func TestRecorderAttachesEvidenceToAnIncident(t *testing.T) {
 		t.Fatal(err)
 	}
 	collected := 0
-	r := &Recorder{Outbox: ob, Evidence: store, Log: slog.New(slog.DiscardHandler),
-		Collect: func() map[string]any {
-			collected++
-			return map[string]any{"udp": map[string]int{"InCsumErrors": 7}}
-		}}
+	r := &Recorder{Outbox: ob, Evidence: store, Log: slog.New(slog.DiscardHandler)}
+	r.SetCollect(func() map[string]any {
+		collected++
+		return map[string]any{"udp": map[string]int{"InCsumErrors": 7}}
+	})
 	r.Emit(agent.Event{Kind: "action", Target: "wg0/AbCd"})
 	r.Emit(agent.Event{Kind: "incident", Target: "wg0/AbCd", Summary: "probe failed 3 times"})
 	if collected != 1 {
@@ -74,13 +74,13 @@ func TestRecorderAttachesEvidenceToAnIncident(t *testing.T) {
 	}
 }
 
-func TestCaptureIsSaveWithPlainArguments(t *testing.T) {
+func TestEvidenceFileNamedByTimeAndIncident(t *testing.T) {
 	s, err := OpenEvidenceStore(t.TempDir(), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := s.Capture("inc1", "wg0", "probe failed", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
-		map[string]any{"routes": []string{"default via 10.0.0.1"}})
+	sum, err := s.Save(Bundle{Incident: "inc1", Target: "wg0", Reason: "probe failed", Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
+		Sections: map[string]any{"routes": []string{"default via 10.0.0.1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
