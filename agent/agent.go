@@ -216,24 +216,3 @@ func (a *Agent) Checks() []Check {
 	})
 	return out
 }
-
-// Summary is a one-line description of the checks for systemd's STATUS=.
-func Summary(checks []Check) string {
-	if len(checks) == 0 {
-		return "running, nothing configured to watch"
-	}
-	bad := 0
-	var first string
-	for _, c := range checks {
-		if !c.Healthy {
-			if bad == 0 {
-				first = fmt.Sprintf("%s %s %s", c.Kind, c.Target, c.State)
-			}
-			bad++
-		}
-	}
-	if bad == 0 {
-		return fmt.Sprintf("%d checks ok", len(checks))
-	}
-	return fmt.Sprintf("%d of %d checks unhealthy: %s", bad, len(checks), first)
-}
