@@ -9,7 +9,8 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/edgeheal/edgeheal/configs"
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
+	"github.com/edgeheal/edgeheal/lab"
 	"github.com/edgeheal/edgeheal/netfix"
 	"github.com/edgeheal/edgeheal/probes"
 )
@@ -20,7 +21,7 @@ import (
 // TX checksum offload on comes back once the guard runs, and a re-plug of
 // the uplink (offload back on) does not darken it again.
 func TestLabOffloadGuardBringsTheDarkTunnelBackAndSurvivesAReplug(t *testing.T) {
-	l := lab.New(t, lab.Options{}) // offload on: the fault
+	l := labtest.New(t, lab.Options{}) // offload on: the fault
 	if on, err := l.UplinkTxChecksumOn(); err != nil || !on {
 		t.Fatalf("uplink offload on at start = %v, %v; want true", on, err)
 	}

@@ -11,7 +11,8 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 
 	"github.com/edgeheal/edgeheal/configs"
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
+	"github.com/edgeheal/edgeheal/lab"
 	"github.com/edgeheal/edgeheal/probes"
 )
 
@@ -48,7 +49,7 @@ func (o *tunnelFullLabOS) Clock(ctx context.Context) (ClockStatus, error) {
 // survives a short blackhole and resumes within a fraction of a second when
 // the path returns (LAB-NOTES), faster than any forced handshake could.
 func TestLabTunnelMonitorHoldsDuringAModemBlackhole(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true, Keepalive: 20 * time.Second})
+	l := labtest.New(t, lab.Options{OffloadOff: true, Keepalive: 20 * time.Second})
 	// The monitor starts on a working tunnel: telemetry flows first.
 	upAt := time.Now()
 	for l.StatsSince(upAt).Received == 0 {

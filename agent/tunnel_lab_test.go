@@ -13,7 +13,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/edgeheal/edgeheal/configs"
-	"github.com/edgeheal/edgeheal/internal/wgtest"
+	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 )
 
 const tunnelLabCmd = "go test ./agent -run TestLabTunnel -count=1 -v"
@@ -25,7 +25,7 @@ const tunnelLabCmd = "go test ./agent -run TestLabTunnel -count=1 -v"
 // policy rightly treats as a reason to hold handshakes.
 type tunnelLabOS struct {
 	*TunnelSystem
-	ns *wgtest.NS
+	ns *wgpair.NS
 }
 
 func (l *tunnelLabOS) Probe(ctx context.Context, target string, timeout time.Duration) TunnelProbeResult {
@@ -86,8 +86,8 @@ func (l *tunnelLabEvents) wait(t *testing.T, limit time.Duration, what string, m
 // with a forced handshake. WireGuard alone waits for its "data sent, no
 // reply" timer (12-13 s measured, LAB-NOTES).
 func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
-	wgtest.RequireRoot(t, tunnelLabCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, tunnelLabCmd)
+	p := wgpair.NewPair(t)
 	const interval = 200 * time.Millisecond
 	tun := configs.Tunnel{
 		Interface:           p.A.Dev.Name,
@@ -142,7 +142,7 @@ func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
 
 // startTunnelLab runs a monitor on p.A's device with sys (the probe made
 // from A's namespace) until the test ends.
-func startTunnelLab(t *testing.T, p *wgtest.Pair, tun configs.Tunnel, pol configs.Policy, sys *TunnelSystem) (*TunnelMonitor, *tunnelLabEvents) {
+func startTunnelLab(t *testing.T, p *wgpair.Pair, tun configs.Tunnel, pol configs.Policy, sys *TunnelSystem) (*TunnelMonitor, *tunnelLabEvents) {
 	t.Helper()
 	evs := &tunnelLabEvents{}
 	m := NewTunnelMonitor([]configs.Tunnel{tun}, pol, false, &tunnelLabOS{TunnelSystem: sys, ns: p.A.NS}, nil, evs.add)
@@ -174,8 +174,8 @@ func waitTunnelLabOK(t *testing.T, m *TunnelMonitor) {
 // no longer exists, and the reresolve rung sets the new one. The hub still
 // has the session, so traffic flows again at once, without a handshake.
 func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
-	wgtest.RequireRoot(t, tunnelLabCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, tunnelLabCmd)
+	p := wgpair.NewPair(t)
 	const interval = 200 * time.Millisecond
 	var mu sync.Mutex
 	dns := p.B.Underlay
@@ -214,7 +214,7 @@ func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
 	if err := p.B.NS.Links.AddrDel(veth, old); err != nil {
 		t.Fatal(err)
 	}
-	wgtest.AddAddr(t, p.B.NS, p.B.Veth, moved.String()+"/24")
+	wgpair.AddAddr(t, p.B.NS, p.B.Veth, moved.String()+"/24")
 	mu.Lock()
 	dns = moved
 	mu.Unlock()

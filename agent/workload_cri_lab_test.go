@@ -12,7 +12,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/edgeheal/edgeheal/configs"
-	"github.com/edgeheal/edgeheal/internal/crilab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/crilab"
 	"github.com/edgeheal/edgeheal/probes"
 )
 

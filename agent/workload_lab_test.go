@@ -11,7 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/edgeheal/edgeheal/configs"
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
+	"github.com/edgeheal/edgeheal/lab"
 	"github.com/edgeheal/edgeheal/probes"
 )
 
@@ -38,7 +39,7 @@ func (h hostProbesIn) MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTT
 // stopped both probes fail and the diagnosis is broker, with no tunnel
 // action.
 func TestLabWorkloadDiagnosisOverlayAndBroker(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true, NoTelemetry: true, Keepalive: time.Second})
+	l := labtest.New(t, lab.Options{OffloadOff: true, NoTelemetry: true, Keepalive: time.Second})
 	w := configs.Workload{
 		Name:   "telemetry",
 		Netns:  l.NetnsPath(lab.Pod),

@@ -9,7 +9,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/dbus"
 
-	"github.com/edgeheal/edgeheal/internal/systemdlab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
 	"github.com/edgeheal/edgeheal/netfix"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/edgeheal/edgeheal/internal/wgtest"
+	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 	"github.com/edgeheal/edgeheal/netfix"
 )
 
@@ -35,8 +35,8 @@ func sameConfig(t *testing.T, before, after wgtypes.Peer) {
 }
 
 func TestLabEnsureKeepaliveChangesOnlyKeepalive(t *testing.T) {
-	wgtest.RequireRoot(t, labCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, labCmd)
+	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second) // a session, counters and a handshake to keep
 	before := p.Peer(t, p.A)
 	if before.PresharedKey == (wgtypes.Key{}) || before.LastHandshakeTime.IsZero() {
@@ -67,15 +67,15 @@ func TestLabEnsureKeepaliveChangesOnlyKeepalive(t *testing.T) {
 		t.Errorf("second call = %+v, %v; want no change", r, err)
 	}
 
-	_, err = netfix.EnsureKeepalive(ctx, p.Client, wgtest.Name("wgnone"), nil, 20*time.Second, false)
+	_, err = netfix.EnsureKeepalive(ctx, p.Client, wgpair.Name("wgnone"), nil, 20*time.Second, false)
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing interface: err = %v, want os.ErrNotExist", err)
 	}
 }
 
 func TestLabForceHandshakeStartsAFreshHandshake(t *testing.T) {
-	wgtest.RequireRoot(t, labCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, labCmd)
+	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second)
 	before := p.Peer(t, p.A)
 	// Handshake timestamps are TAI64N rounded to ~16.8 ms: an initiation in
@@ -108,8 +108,8 @@ func TestLabForceHandshakeStartsAFreshHandshake(t *testing.T) {
 // TestLabSameEndpointStartsNoHandshake is the reason the handshake rung
 // removes and re-adds the peer instead of re-setting its endpoint.
 func TestLabSameEndpointStartsNoHandshake(t *testing.T) {
-	wgtest.RequireRoot(t, labCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, labCmd)
+	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second)
 	before := p.Peer(t, p.A)
 	time.Sleep(50 * time.Millisecond)
@@ -127,8 +127,8 @@ func TestLabSameEndpointStartsNoHandshake(t *testing.T) {
 }
 
 func TestLabEnsureEndpoint(t *testing.T) {
-	wgtest.RequireRoot(t, labCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, labCmd)
+	p := wgpair.NewPair(t)
 	ctx := context.Background()
 	// The cloud moves: B's underlay address changes, so A's endpoint is dead.
 	// (Deleting a primary address deletes its secondaries: old goes first.)
@@ -141,7 +141,7 @@ func TestLabEnsureEndpoint(t *testing.T) {
 	if err := p.B.NS.Links.AddrDel(veth, old); err != nil {
 		t.Fatal(err)
 	}
-	wgtest.AddAddr(t, p.B.NS, p.B.Veth, moved.String()+"/24")
+	wgpair.AddAddr(t, p.B.NS, p.B.Veth, moved.String()+"/24")
 	ep := &net.UDPAddr{IP: moved.AsSlice(), Port: p.B.Dev.Port}
 	before := p.Peer(t, p.A)
 
@@ -172,8 +172,8 @@ func TestLabEnsureEndpoint(t *testing.T) {
 }
 
 func TestLabForceBounceRestoresAddressesAndRoutes(t *testing.T) {
-	wgtest.RequireRoot(t, labCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, labCmd)
+	p := wgpair.NewPair(t)
 	ns, name := p.A.NS, p.A.Dev.Name
 	link, err := ns.Links.LinkByName(name)
 	if err != nil {
@@ -182,7 +182,7 @@ func TestLabForceBounceRestoresAddressesAndRoutes(t *testing.T) {
 	// What an operator or wg-quick adds on top of the tunnel address: an
 	// IPv6 address (the kernel drops those on link down) and routes in the
 	// main and another table (dropped too).
-	wgtest.AddAddr(t, ns, name, "fd00:5::1/64")
+	wgpair.AddAddr(t, ns, name, "fd00:5::1/64")
 	_, dst, _ := net.ParseCIDR("10.250.0.0/16")
 	_, dst2, _ := net.ParseCIDR("0.0.0.0/0")
 	for _, rt := range []*netlink.Route{
@@ -259,8 +259,8 @@ func appendInt(b []byte, i int) []byte {
 // recovers only when its "data sent, no reply" timer fires (12–13 s
 // measured, wireguard-go 2026-11). A forced handshake recovers at once.
 func TestLabForceHandshakeAfterTheHubLostItsSessions(t *testing.T) {
-	wgtest.RequireRoot(t, labCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, labCmd)
+	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second)
 	// B forgets its session with A: remove and re-add A without keepalive,
 	// so B itself sends nothing.

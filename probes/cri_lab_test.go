@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/edgeheal/edgeheal/internal/crilab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/crilab"
 )
 
 // TestLabCRIResolvesARealPodSandbox runs pod sandboxes in a private

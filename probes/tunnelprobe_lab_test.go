@@ -12,13 +12,13 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/edgeheal/edgeheal/internal/wgtest"
+	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 )
 
 const tunnelLabCmd = "go test -count=1 ./probes -run TestLabProbeTunnel"
 
 // probeFrom runs ProbeTunnel inside ns, where its socket must be created.
-func probeFrom(t *testing.T, ns *wgtest.NS, target string, timeout time.Duration) ProbeResult {
+func probeFrom(t *testing.T, ns *wgpair.NS, target string, timeout time.Duration) ProbeResult {
 	t.Helper()
 	var r ProbeResult
 	if err := ns.Do(func() error {
@@ -30,7 +30,7 @@ func probeFrom(t *testing.T, ns *wgtest.NS, target string, timeout time.Duration
 	return r
 }
 
-func setPingGroupRange(t *testing.T, ns *wgtest.NS, v string) {
+func setPingGroupRange(t *testing.T, ns *wgpair.NS, v string) {
 	t.Helper()
 	// /proc/sys/net belongs to the namespace of the thread that opens it.
 	if err := ns.Do(func() error {
@@ -41,8 +41,8 @@ func setPingGroupRange(t *testing.T, ns *wgtest.NS, v string) {
 }
 
 func TestLabProbeTunnel(t *testing.T) {
-	wgtest.RequireRoot(t, tunnelLabCmd)
-	p := wgtest.NewPair(t)
+	wgpair.RequireRoot(t, tunnelLabCmd)
+	p := wgpair.NewPair(t)
 	var ln net.Listener
 	if err := p.B.NS.Do(func() error {
 		var err error
@@ -123,8 +123,8 @@ func TestLabProbeTunnel(t *testing.T) {
 // allowed nor CAP_NET_RAW, the ICMP probe cannot be made, and that must be
 // an error (never acted on), not a confirmed failure.
 func TestLabProbeTunnelWithoutPrivilegeIsAnError(t *testing.T) {
-	wgtest.RequireRoot(t, tunnelLabCmd)
-	ns := wgtest.NewNS(t)
+	wgpair.RequireRoot(t, tunnelLabCmd)
+	ns := wgpair.NewNS(t)
 	setPingGroupRange(t, ns, "1 0")
 	done := make(chan ProbeResult, 1)
 	errc := make(chan error, 1)

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/bench"
+	"github.com/edgeheal/edgeheal/lab/bench"
 )
 
 const benchUsage = `usage: edgeheal-lab bench [flags]

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/bench"
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
+	"github.com/edgeheal/edgeheal/lab/bench"
 )
 
 const demoUsage = `usage: edgeheal-lab demo [flags]

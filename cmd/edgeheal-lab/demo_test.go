@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // buildEdgeheal builds the daemon into a temporary directory.

@@ -24,7 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 const usage = `usage: edgeheal-lab [--run-dir DIR] COMMAND [ARGS]

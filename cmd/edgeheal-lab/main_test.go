@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // buildCLI builds edgeheal-lab into a temporary directory.

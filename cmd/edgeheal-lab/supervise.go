@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // request is one command on the control socket; one per connection.

@@ -16,7 +16,8 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // TestLabDaemonHealsTheOffloadFaultAndReports runs the built daemon inside
@@ -28,7 +29,7 @@ func TestLabDaemonHealsTheOffloadFaultAndReports(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces: sudo env PATH=$PATH go test ./cmd/edgeheal -run TestLabDaemon")
 	}
-	l := lab.New(t, lab.Options{})
+	l := labtest.New(t, lab.Options{})
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // Options configure a benchmark run. Zero durations take the defaults of

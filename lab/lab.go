@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -197,33 +196,6 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	return l, nil
 }
 
-// New starts a lab for a test and closes it in t.Cleanup, also when the
-// test fails. Without root it skips with the command to run; with -short
-// it skips.
-func New(t testing.TB, opts Options) *Lab {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("a lab test: skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^%s$' %s`", t.Name(), packageDir())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	begin := time.Now()
-	l, err := Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("starting lab: %v", err)
-	}
-	t.Logf("lab %s up in %v", l.prefix, time.Since(begin).Round(time.Millisecond))
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("closing lab %s: %v", l.prefix, err)
-		}
-	})
-	return l
-}
-
 // mkdirAll is os.MkdirAll, tried again when another lab's Sweep removed an
 // empty shared parent (/etc/netns, DefaultRunRoot) between its steps.
 func mkdirAll(dir string) error {
@@ -234,25 +206,6 @@ func mkdirAll(dir string) error {
 		}
 	}
 	return err
-}
-
-// packageDir is the test's package as a ./relative path from the module
-// root (go test runs a test binary in its package's directory).
-func packageDir() string {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "./..."
-	}
-	for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			rel, err := filepath.Rel(d, wd)
-			if err != nil {
-				return "./..."
-			}
-			return "./" + filepath.ToSlash(rel) + "/"
-		}
-	}
-	return "./..."
 }
 
 func requireRoot() error {

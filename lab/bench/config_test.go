@@ -29,6 +29,6 @@ func TestDemoExampleIsTheRenderedTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs from the template (-want +got); regenerate with go test ./internal/bench -run Example -update:\n%s", path, diff)
+		t.Errorf("%s differs from the template (-want +got); regenerate with go test ./lab/bench -run Example -update:\n%s", path, diff)
 	}
 }

@@ -24,7 +24,7 @@ StandardError=null
 
 func TestLabBootsConfinedAndCleansUp(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: run `sudo go test -count=1 ./internal/systemdlab -run TestLab`")
+		t.Skip("needs root: run `sudo go test -count=1 ./internal/testsupport/systemdlab -run TestLab`")
 	}
 	tmpMarker := filepath.Join(os.TempDir(), "edgeheal-systemdlab-marker-"+time.Now().Format("150405.000000000"))
 	if err := os.WriteFile(tmpMarker, []byte("must survive"), 0o644); err != nil {

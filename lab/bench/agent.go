@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // Agent is edgeheal running as a child process inside the lab's edge

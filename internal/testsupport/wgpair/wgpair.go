@@ -1,4 +1,4 @@
-// Package wgtest gives lab tests (root) real WireGuard tunnels: anonymous
+// Package wgpair gives lab tests (root) real WireGuard tunnels: anonymous
 // network namespaces, a veth pair between two of them, and a wireguard-go
 // device in each, driven through its UAPI socket so that wgctrl (and so
 // netfix and probes) configure it exactly like the kernel module.
@@ -9,7 +9,7 @@
 // touches the host's namespace or interfaces; interface names carry a
 // random suffix because UAPI sockets (/var/run/wireguard/<name>.sock) are
 // shared by every namespace on the machine.
-package wgtest
+package wgpair
 
 import (
 	"bytes"

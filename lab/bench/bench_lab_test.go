@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // One short S1 for the contender without an agent and for edgeheal, side
@@ -20,7 +20,7 @@ func TestLabBenchS1(t *testing.T) {
 		t.Skip("a lab test: skipped with -short")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^TestLabBenchS1$' ./internal/bench/`")
+		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^TestLabBenchS1$' ./lab/bench/`")
 	}
 	bin := filepath.Join(t.TempDir(), "edgeheal")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeheal/edgeheal/cmd/edgeheal").CombinedOutput(); err != nil {

@@ -15,7 +15,7 @@ import (
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 
-	"github.com/edgeheal/edgeheal/internal/systemdlab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
 )
 
 // labMounts runs as a boot unit in the confined systemd's mount namespace
@@ -61,7 +61,7 @@ TimeoutAbortSec=2s
 func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 	built(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (systemd as PID 1 in its own namespaces): run `sudo go test -count=1 ./internal/pkgtest -run TestLabPackagedUnit`")
+		t.Skip("needs root (systemd as PID 1 in its own namespaces): run `sudo go test -count=1 ./packaging/pkgtest -run TestLabPackagedUnit`")
 	}
 	payload := extractDeb(t, debPath(runtime.GOARCH))
 	dir := t.TempDir()

@@ -1,5 +1,5 @@
 // Package bench runs edgeheal and the tools it is compared with against the
-// lab (internal/lab), side by side in one run: every contender gets a fresh
+// lab (package lab), side by side in one run: every contender gets a fresh
 // lab per scenario, the same faults at the same moments, and the results
 // are reported as absolute figures and as ratios against the contender
 // without any agent from the same run, because the machines this runs on
@@ -20,7 +20,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // ConfigParams are the names and knobs an edgeheal config for a lab needs.

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // Scenario IDs, in report order. S3 is two scenarios: a 20 s and a 190 s

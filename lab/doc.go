@@ -27,6 +27,7 @@
 // removes all of them, also after a failed start; Leftovers and Sweep find
 // and remove what a killed process left behind.
 //
-// The lab needs root. Tests use New, which skips without root and closes
-// the lab in t.Cleanup; cmd/edgeheal-lab uses Start and Close.
+// The lab needs root. cmd/edgeheal-lab uses Start and Close; tests use
+// internal/testsupport/labtest, which skips without root and closes the
+// lab in t.Cleanup.
 package lab

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // Result is one contender in one scenario, on its own lab.

@@ -86,7 +86,7 @@ func goTool() string {
 func built(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("builds packages: run `go test -count=1 ./internal/pkgtest` without -short")
+		t.Skip("builds packages: run `go test -count=1 ./packaging/pkgtest` without -short")
 	}
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
+	"github.com/edgeheal/edgeheal/lab"
 	"github.com/safchain/ethtool"
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -64,7 +65,7 @@ func uplinkOffloadOff(t *testing.T, l *lab.Lab) {
 }
 
 func TestLabOffloadOnKeepsTunnelDarkUntilEthtoolTurnsItOff(t *testing.T) {
-	l := lab.New(t, lab.Options{})
+	l := labtest.New(t, lab.Options{})
 	if on, err := l.UplinkTxChecksumOn(); err != nil || !on {
 		t.Fatalf("uplink TX checksum offload on at start = %v, %v; want true, nil", on, err)
 	}
@@ -91,7 +92,7 @@ func TestLabOffloadOnKeepsTunnelDarkUntilEthtoolTurnsItOff(t *testing.T) {
 }
 
 func TestLabReplugBringsOffloadBackAndDarkensTunnel(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true})
+	l := labtest.New(t, lab.Options{OffloadOff: true})
 	waitFor(t, 10*time.Second, "telemetry with offload off", func() bool { return l.Stats().Received > 20 })
 
 	before := csumErrors(t, l)
@@ -139,7 +140,7 @@ func TestLabReplugBringsOffloadBackAndDarkensTunnel(t *testing.T) {
 }
 
 func TestLabBlackholeOf20sLeavesGapAndRecoversByItself(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true})
+	l := labtest.New(t, lab.Options{OffloadOff: true})
 	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 20 })
 
 	const block = 20 * time.Second
@@ -174,7 +175,7 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 		t.Skip("a lab test: skipped with -short")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./internal/lab/`")
+		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./lab/`")
 	}
 	for _, broker := range []lab.BrokerKind{lab.BrokerEmbedded, lab.BrokerMosquitto} {
 		t.Run("with the "+string(broker)+" broker", func(t *testing.T) {
@@ -236,7 +237,7 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 }
 
 func TestLabMoveCloudEndpointDarkensTunnelUntilTheNameIsResolvedAgain(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true})
+	l := labtest.New(t, lab.Options{OffloadOff: true})
 	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
 
 	moved := time.Now()
@@ -274,7 +275,7 @@ func TestLabMoveCloudEndpointDarkensTunnelUntilTheNameIsResolvedAgain(t *testing
 }
 
 func TestLabRestartCloudWireGuardKeepsKeyAndPortButDropsSessions(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true})
+	l := labtest.New(t, lab.Options{OffloadOff: true})
 	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
 	wg, err := wgctrl.New()
 	if err != nil {
@@ -341,7 +342,7 @@ func connectTime(l *lab.Lab) (time.Duration, error) {
 }
 
 func TestLabDelayAndLossShapeTheModemsTraffic(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true, NoTelemetry: true, Keepalive: time.Second})
+	l := labtest.New(t, lab.Options{OffloadOff: true, NoTelemetry: true, Keepalive: time.Second})
 	waitFor(t, 10*time.Second, "a handshake", func() bool { return handshakeDone(t, l) })
 	if _, err := connectTime(l); err != nil {
 		t.Fatalf("connecting through a passing modem: %v", err)
@@ -374,7 +375,7 @@ func TestLabDelayAndLossShapeTheModemsTraffic(t *testing.T) {
 }
 
 func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
-	l := lab.New(t, lab.Options{OffloadOff: true})
+	l := labtest.New(t, lab.Options{OffloadOff: true})
 	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
 	stopped := time.Now()
 	if err := l.StopBroker(); err != nil {
@@ -400,7 +401,7 @@ func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
 // two wireguard-go devices, the embedded broker); Close is not timed.
 func BenchmarkLabStart(b *testing.B) {
 	if os.Geteuid() != 0 {
-		b.Skip("the lab needs root: run `sudo env PATH=$PATH go test -run '^$' -bench BenchmarkLabStart ./internal/lab/`")
+		b.Skip("the lab needs root: run `sudo env PATH=$PATH go test -run '^$' -bench BenchmarkLabStart ./lab/`")
 	}
 	for b.Loop() {
 		l, err := lab.Start(context.Background(), lab.Options{NoTelemetry: true})

@@ -137,7 +137,7 @@ func (l *Lab) buildPause() string {
 	if err != nil {
 		goTool = "/usr/local/go/bin/go" // where the project installs Go
 	}
-	cmd := exec.Command(goTool, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/edgeheal/edgeheal/internal/crilab/pause")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "github.com/edgeheal/edgeheal/internal/testsupport/crilab/pause")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		l.t.Fatalf("building the pause binary: %v: %s", err, out)

@@ -73,7 +73,7 @@ func runScript(t *testing.T, root string, r scriptRun) []string {
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (a private mount namespace over /run): run `sudo go test -count=1 ./internal/pkgtest -run TestLab`")
+		t.Skip("needs root (a private mount namespace over /run): run `sudo go test -count=1 ./packaging/pkgtest -run TestLab`")
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/lab"
+	"github.com/edgeheal/edgeheal/lab"
 )
 
 // Contender names: what keeps the edge's tunnel alive in a run.
