@@ -12,18 +12,18 @@ import (
 	"github.com/edgeheal/edgeheal/configs"
 )
 
-// Component is one supervised part of the agent (the offload guard, the
-// tunnel monitor, the workload monitor). Run owns the component's state in
-// its own goroutine and returns nil when ctx is cancelled; Checks returns a
-// snapshot and is safe to call from any goroutine.
-type Component interface {
+// Part is one part of the agent (the offload guard, the tunnel monitor,
+// the workload monitor). Run owns the part's state in its own goroutine
+// and returns nil when ctx is cancelled; Checks returns a snapshot and is
+// safe to call from any goroutine.
+type Part interface {
 	Run(ctx context.Context) error
 	Checks() []Check
 }
 
 // Builder makes the components for a config. The wiring (which real
 // adapters to use) lives in cmd/edgeheal; the agent only runs what it gets.
-type Builder func(cfg *configs.Config) ([]Component, error)
+type Builder func(cfg *configs.Config) ([]Part, error)
 
 // Agent supervises the components built for the current config, swaps them
 // on reload, and keeps the progress and readiness that /livez, /readyz and
@@ -42,7 +42,7 @@ type Agent struct {
 
 	mu         sync.Mutex
 	cfg        *configs.Config
-	components []Component
+	components []Part
 	progress   time.Time // the loop's last tick
 	rounds     uint64
 	ready      bool
@@ -119,7 +119,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // start runs comps, each in a goroutine, and returns a func that stops and
 // waits for them.
-func (a *Agent) start(ctx context.Context, comps []Component) (stop func()) {
+func (a *Agent) start(ctx context.Context, comps []Part) (stop func()) {
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, c := range comps {

@@ -39,7 +39,7 @@ func clockVerdict(cs ClockStatus, err error) (ok, soft bool, cause string) {
 // state "unsynchronised"), stepped back or unreadable is unhealthy.
 func clockCheck(cs ClockStatus, err error) Check {
 	ok, soft, cause := clockVerdict(cs, err)
-	c := Check{Kind: "clock", Target: "system", State: "ok", Healthy: ok || soft, Detail: cause}
+	c := Check{Kind: KindClock, Target: "system", State: "ok", Healthy: ok || soft, Detail: cause}
 	switch {
 	case soft:
 		c.State = "unsynchronised"

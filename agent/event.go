@@ -30,16 +30,3 @@ func NewEventID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// Check is one health check's current state, as shown by `edgeheal check`,
-// `edgeheal status`, /v1/status and the MQTT status summary.
-type Check struct {
-	Kind       string         `json:"kind"`   // "uplink", "peer", "workload", "clock"
-	Target     string         `json:"target"` // link name, "wg0/<key prefix>", workload name
-	State      string         `json:"state"`  // ok, suspect, down, healing, degraded, ...
-	Healthy    bool           `json:"healthy"`
-	Detail     string         `json:"detail,omitempty"`
-	LastAction string         `json:"last_action,omitempty"`
-	Since      time.Time      `json:"since,omitempty"`
-	Fields     map[string]any `json:"fields,omitempty"`
-}

@@ -88,7 +88,7 @@ func (s EvidenceSources) Collect() map[string]any {
 	if s.Checks != nil {
 		var uplinks, probesSec []Check
 		for _, c := range s.Checks() {
-			if c.Kind == "uplink" {
+			if c.Kind == KindUplink {
 				uplinks = append(uplinks, c)
 			} else {
 				probesSec = append(probesSec, c)

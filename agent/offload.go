@@ -86,7 +86,7 @@ type uplinkState struct {
 	detail     string
 	since      time.Time
 	lastAction string
-	fields     map[string]any
+	info       UplinkInfo
 	// Event deduplication: an event is sent when these change, so a
 	// dry run or a stuck feature does not repeat every floor tick.
 	lastWrong string
@@ -165,7 +165,7 @@ func NewOffloadGuard(cfg OffloadGuardConfig) (*OffloadGuard, error) {
 	return g, nil
 }
 
-var _ Component = (*OffloadGuard)(nil)
+var _ Part = (*OffloadGuard)(nil)
 
 // Run enforces at once, then on every matching link or default-route event
 // and every floor, until ctx is cancelled; then it returns nil, after the
@@ -550,9 +550,9 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, s probes.SelectedLink, t
 		st.since = start
 	}
 	st.state, st.healthy, st.detail = newState, healthy, detail
-	st.fields = map[string]any{"selected_by": sels, "tx_checksum_guarded": txOff}
+	st.info = UplinkInfo{SelectedBy: sels, TxChecksumGuarded: txOff}
 	if len(features) > 0 {
-		st.fields["features"] = features
+		st.info.Features = maps.Clone(features)
 	}
 	g.mu.Unlock()
 
@@ -586,15 +586,21 @@ func (g *OffloadGuard) Checks() []Check {
 	for _, name := range slices.Sorted(maps.Keys(g.state)) {
 		st := g.state[name]
 		out = append(out, Check{
-			Kind: "uplink", Target: name, State: st.state, Healthy: st.healthy, Detail: st.detail,
-			LastAction: st.lastAction, Since: st.since, Fields: maps.Clone(st.fields),
+			Kind: KindUplink, Target: name, State: st.state, Healthy: st.healthy, Detail: st.detail,
+			LastAction: st.lastAction, Since: st.since, Uplink: cloneUplinkInfo(st.info),
 		})
 	}
 	for _, i := range g.absent {
 		out = append(out, Check{
-			Kind: "uplink", Target: g.uplinks[i].Name, State: uplinkAbsent, Healthy: true,
-			Detail: "no link matches",
+			Kind: KindUplink, Target: g.uplinks[i].Name, State: uplinkAbsent, Healthy: true,
+			Detail: "no link matches", Uplink: &UplinkInfo{SelectedBy: []string{g.uplinks[i].Name}},
 		})
 	}
 	return out
+}
+
+func cloneUplinkInfo(i UplinkInfo) *UplinkInfo {
+	i.SelectedBy = slices.Clone(i.SelectedBy)
+	i.Features = maps.Clone(i.Features)
+	return &i
 }

@@ -29,6 +29,8 @@ type UplinkReport struct {
 type UplinkDetail struct {
 	Link       string   `json:"link,omitempty"`
 	SelectedBy []string `json:"selected_by"`
+	// TxChecksumGuarded is true when a selector keeps TX checksum off.
+	TxChecksumGuarded bool `json:"tx_checksum_guarded"`
 	// Features are the guarded features: every tx-checksum-* the driver
 	// lists (when tx_checksum is off) and the configured extra features.
 	Features []GuardedFeature `json:"features,omitempty"`
@@ -81,6 +83,7 @@ func CheckUplinks(ctx context.Context, uplinks []configs.Uplink, links probes.Li
 			d.SelectedBy = append(d.SelectedBy, ups[i].Name)
 			if ups[i].TxChecksum != "leave" {
 				txOff = true
+				d.TxChecksumGuarded = true
 			}
 			maps.Copy(features, ups[i].Features)
 		}
@@ -150,14 +153,13 @@ func CheckUplinks(ctx context.Context, uplinks []configs.Uplink, links probes.Li
 func (r UplinkReport) Checks() []Check {
 	var out []Check
 	for _, u := range r.Uplinks {
-		c := Check{Kind: "uplink", Target: u.Link, State: uplinkOK, Healthy: true,
-			Fields: map[string]any{"selected_by": u.SelectedBy}}
-		fs := map[string]string{}
+		info := &UplinkInfo{SelectedBy: u.SelectedBy, TxChecksumGuarded: u.TxChecksumGuarded}
+		c := Check{Kind: KindUplink, Target: u.Link, State: uplinkOK, Healthy: true, Uplink: info}
 		for _, f := range u.Features {
-			fs[f.Name] = f.State()
-		}
-		if len(fs) > 0 {
-			c.Fields["features"] = fs
+			if info.Features == nil {
+				info.Features = map[string]string{}
+			}
+			info.Features[f.Name] = f.State()
 		}
 		switch {
 		case u.Link == "":

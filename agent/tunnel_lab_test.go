@@ -233,7 +233,7 @@ func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
 func tunnelLabPeerOK(m *TunnelMonitor) bool {
 	for _, c := range m.Checks() {
 		if c.Kind == "peer" {
-			return c.State == string(PeerOK) && c.Fields["probe"] == "ok"
+			return c.State == string(PeerOK) && c.Peer != nil && c.Peer.Probe == "ok"
 		}
 	}
 	return false

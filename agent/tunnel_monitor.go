@@ -63,7 +63,7 @@ type TunnelMonitor struct {
 	clockErr  error
 }
 
-var _ Component = (*TunnelMonitor)(nil)
+var _ Part = (*TunnelMonitor)(nil)
 
 // tunnelRun is the monitor's state for one configured tunnel.
 type tunnelRun struct {
@@ -107,6 +107,9 @@ type peerTrack struct {
 // peerView is what Checks shows of a peer, copied at the end of every round.
 type peerView struct {
 	id           string
+	iface        string
+	key          wgtypes.Key
+	rx, tx       int64
 	phase        PeerPhase
 	since        time.Time
 	reason       string
@@ -801,7 +804,7 @@ func (m *TunnelMonitor) publish() {
 		}
 		for _, p := range t.order {
 			v = append(v, peerView{
-				id: p.id, phase: p.st.Phase, since: p.st.Since, reason: p.st.Reason, gaveUp: p.st.GaveUp,
+				id: p.id, iface: t.cfg.Interface, key: p.key, rx: p.sig.rx, tx: p.sig.tx, phase: p.st.Phase, since: p.st.Since, reason: p.st.Reason, gaveUp: p.st.GaveUp,
 				hold: p.hold, lastAction: p.lastAction,
 				handshake: p.sig.handshake, handshakeAge: p.sig.handshakeAge(now),
 				rxDelta: p.sig.rxDelta, txDelta: p.sig.txDelta, probe: p.probe,
@@ -823,7 +826,7 @@ func (m *TunnelMonitor) Checks() []Check {
 	for i := range m.views {
 		v := &m.views[i]
 		if v.phase == "" && v.readErr != nil {
-			out = append(out, Check{Kind: "peer", Target: v.id, State: "unknown",
+			out = append(out, Check{Kind: KindPeer, Target: v.id, State: "unknown",
 				Detail: "reading peers: " + v.readErr.Error()})
 			continue
 		}
@@ -831,7 +834,7 @@ func (m *TunnelMonitor) Checks() []Check {
 		if phase == "" {
 			phase = PeerOK
 		}
-		c := Check{Kind: "peer", Target: v.id, State: string(phase), Healthy: phase == PeerOK,
+		c := Check{Kind: KindPeer, Target: v.id, State: string(phase), Healthy: phase == PeerOK,
 			LastAction: v.lastAction, Since: v.since}
 		switch {
 		case v.gaveUp != "":
@@ -844,19 +847,14 @@ func (m *TunnelMonitor) Checks() []Check {
 		if v.readErr != nil {
 			c.Detail = strings.TrimPrefix(c.Detail+"; reading peers: "+v.readErr.Error(), "; ")
 		}
-		c.Fields = map[string]any{
-			"rx_delta_bytes":    v.rxDelta,
-			"tx_delta_bytes":    v.txDelta,
-			"keepalive_seconds": v.keepalive.Seconds(),
-		}
-		if !v.handshake.IsZero() {
-			c.Fields["handshake_age_seconds"] = v.handshakeAge.Seconds()
-		}
-		if v.probe != "" {
-			c.Fields["probe"] = v.probe
+		c.Peer = &PeerInfo{
+			Interface: v.iface, PublicKey: v.key.String(), LastHandshake: v.handshake,
+			HandshakeAgeSeconds: v.handshakeAge.Seconds(),
+			RxBytes:             v.rx, TxBytes: v.tx, RxDeltaBytes: v.rxDelta, TxDeltaBytes: v.txDelta,
+			KeepaliveSeconds: v.keepalive.Seconds(), Probe: v.probe,
 		}
 		if v.endpoint != nil {
-			c.Fields["endpoint"] = v.endpoint.String()
+			c.Peer.Endpoint = v.endpoint.String()
 		}
 		out = append(out, c)
 	}
@@ -884,7 +882,7 @@ func (m *TunnelMonitor) Check(ctx context.Context) []Check {
 		}
 		peers, err := m.os.ReadPeers(ctx, t.cfg.Interface)
 		if err != nil {
-			out = append(out, Check{Kind: "peer", Target: t.cfg.Interface, State: "unknown",
+			out = append(out, Check{Kind: KindPeer, Target: t.cfg.Interface, State: "unknown",
 				Detail: "reading peers: " + err.Error()})
 			continue
 		}
@@ -901,7 +899,7 @@ func (m *TunnelMonitor) Check(ctx context.Context) []Check {
 				pr = probe
 			}
 			obs := peerObserve(PeerState{}, &g, now, t.cfg.StaleAfter.D(), t.cfg.RxSilence.D(), pr, "")
-			c := Check{Kind: "peer", Target: t.cfg.Interface + "/" + ps.PublicKey.String()[:8], State: string(PeerOK),
+			c := Check{Kind: KindPeer, Target: t.cfg.Interface + "/" + ps.PublicKey.String()[:8], State: string(PeerOK),
 				Healthy: true, Detail: obs.Reason}
 			switch {
 			case obs.Err != nil:
@@ -914,17 +912,16 @@ func (m *TunnelMonitor) Check(ctx context.Context) []Check {
 			if want := t.cfg.PersistentKeepalive.D(); want > 0 && ps.Keepalive != want {
 				c.Detail = strings.TrimPrefix(c.Detail+fmt.Sprintf("; keepalive %s, configured %s", ps.Keepalive, want), "; ")
 			}
-			c.Fields = map[string]any{
-				"rx_bytes": ps.RxBytes, "tx_bytes": ps.TxBytes, "keepalive_seconds": ps.Keepalive.Seconds(),
-			}
-			if !ps.LastHandshake.IsZero() {
-				c.Fields["handshake_age_seconds"] = now.Sub(ps.LastHandshake).Seconds()
+			c.Peer = &PeerInfo{
+				Interface: t.cfg.Interface, PublicKey: ps.PublicKey.String(), LastHandshake: ps.LastHandshake,
+				HandshakeAgeSeconds: g.handshakeAge(now).Seconds(),
+				RxBytes:             ps.RxBytes, TxBytes: ps.TxBytes, KeepaliveSeconds: ps.Keepalive.Seconds(),
 			}
 			if pr != nil {
-				c.Fields["probe"] = tunnelProbeText(pr)
+				c.Peer.Probe = tunnelProbeText(pr)
 			}
 			if ps.Endpoint != nil {
-				c.Fields["endpoint"] = ps.Endpoint.String()
+				c.Peer.Endpoint = ps.Endpoint.String()
 			}
 			out = append(out, c)
 		}

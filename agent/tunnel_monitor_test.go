@@ -184,11 +184,11 @@ func TestTunnelMonitorConfirmsAStreakThenHealsAndRebaselines(t *testing.T) {
 		}
 		// The forced handshake re-added the peer with zero counters: that round
 		// re-baselined (zero deltas) instead of reading a drop as an alarm.
-		if got := h.peer(0).Fields["rx_delta_bytes"]; got != int64(0) {
+		if got := h.peer(0).Peer.RxDeltaBytes; got != 0 {
 			t.Errorf("rx delta in the round after the re-add = %v, want 0 (re-baselined)", got)
 		}
 		h.at(15*tsec + tsec/2)
-		if got := h.peer(0).Fields["rx_delta_bytes"]; got != int64(100) {
+		if got := h.peer(0).Peer.RxDeltaBytes; got != 100 {
 			t.Errorf("rx delta a round later = %v, want 100", got)
 		}
 
@@ -215,7 +215,7 @@ func TestTunnelMonitorNeverActsOnAProbeThatErrored(t *testing.T) {
 		h.wantCalls("after 90 s of probe errors")
 		h.wantEvents("after 90 s of probe errors")
 		h.wantState("after 90 s of probe errors", 0, PeerOK)
-		if got := h.peer(0).Fields["probe"]; got != "error: icmp socket: operation not permitted" {
+		if got := h.peer(0).Peer.Probe; got != "error: icmp socket: operation not permitted" {
 			t.Errorf("check shows probe %v, want the error", got)
 		}
 	})
@@ -497,7 +497,7 @@ func TestTunnelMonitorBlamesOnlyThePeerThatCarriesTheProbe(t *testing.T) {
 		h.wantCalls("after three misses", "reassert wg0", "handshake "+peer1+" keepalive 20s")
 		h.wantState("peer 0", 0, PeerOK)
 		h.wantState("peer 2", 2, PeerOK)
-		if got := h.peer(0).Fields["probe"]; got != nil {
+		if got := h.peer(0).Peer.Probe; got != "" {
 			t.Errorf("peer 0 shows probe %v, want none (the probe goes through peer 1)", got)
 		}
 		peers := 0
@@ -566,13 +566,13 @@ func TestTunnelMonitorCheckObservesOnceAndChangesNothing(t *testing.T) {
 
 	var got []string
 	for _, c := range m.Check(context.Background()) {
-		got = append(got, fmt.Sprintf("%s %s %s healthy=%v: %s probe=%v", c.Kind, c.Target, c.State, c.Healthy, c.Detail, c.Fields["probe"]))
+		got = append(got, fmt.Sprintf("%s %s %s healthy=%v: %s probe=%v", c.Kind, c.Target, c.State, c.Healthy, c.Detail, peerProbe(c)))
 	}
 	want := []string{
 		"peer " + tunnelPeer0 + " suspect healthy=false: probe missed: timeout probe=miss: timeout",
-		"peer " + tunnelFakeID("wg0", tunnelFakeKey(1)) + " down healthy=false: handshake age 5m0s over stale_after 3m30s probe=<nil>",
-		"peer " + tunnelFakeID("wg0", tunnelFakeKey(2)) + " ok healthy=true: keepalive 0s, configured 20s probe=<nil>",
-		"clock system unsynchronised healthy=true: clock not synchronised (STA_UNSYNC): if peers drop our handshakes this is the likely cause; not bouncing the tunnel probe=<nil>",
+		"peer " + tunnelFakeID("wg0", tunnelFakeKey(1)) + " down healthy=false: handshake age 5m0s over stale_after 3m30s probe=",
+		"peer " + tunnelFakeID("wg0", tunnelFakeKey(2)) + " ok healthy=true: keepalive 0s, configured 20s probe=",
+		"clock system unsynchronised healthy=true: clock not synchronised (STA_UNSYNC): if peers drop our handshakes this is the likely cause; not bouncing the tunnel probe=",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Check (-want +got):\n%s", diff)
@@ -626,4 +626,11 @@ func TestTunnelMonitorKeepsAHealthySessionThroughANudge(t *testing.T) {
 		h.at(12*tsec + tsec/4)
 		h.wantCalls("a miss right after a nudge, with a live session")
 	})
+}
+
+func peerProbe(c Check) string {
+	if c.Peer == nil {
+		return ""
+	}
+	return c.Peer.Probe
 }

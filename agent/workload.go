@@ -36,7 +36,7 @@ type ProbesWorkloadProber struct {
 
 var (
 	_ WorkloadProber  = ProbesWorkloadProber{}
-	_ Component       = (*WorkloadMonitor)(nil)
+	_ Part            = (*WorkloadMonitor)(nil)
 	_ TunnelSuspector = (*TunnelMonitor)(nil)
 )
 
@@ -128,7 +128,7 @@ func WorkloadMQTT(b configs.Broker) (pod probes.MQTTConfig, host *probes.MQTTCon
 		Broker:       b.Broker,
 		Username:     b.Username,
 		PasswordFile: b.PasswordFile,
-		TLS:          probes.TLSConfig{CA: b.TLS.CA, Cert: b.TLS.Cert, Key: b.TLS.Key, ServerName: b.TLS.ServerName},
+		TLS:          b.TLS,
 		Timeout:      b.Timeout.D(),
 	}
 	if b.HostBroker == "" {
@@ -262,7 +262,7 @@ func (m *WorkloadMonitor) round(ctx context.Context, r *workloadRun) {
 	if rr.located && wasLocated && prevTarget.ID != rr.target.ID {
 		m.event(Event{Time: now, Kind: "workload", Target: r.cfg.Name, Result: "re-resolved",
 			Summary:  fmt.Sprintf("workload %s: network namespace changed (%s), probing the new one", r.cfg.Name, describeTarget(rr.target)),
-			Evidence: mergeFields(rr.target.Fields(), map[string]any{"previous_netns": prevTarget.Path, "previous_sandbox_id": prevTarget.SandboxID})})
+			Evidence: map[string]any{"netns": rr.target, "previous_netns": prevTarget}})
 	}
 	if next.State != prev.State {
 		m.stateEvent(r, prev, next, rr, now)
@@ -302,13 +302,13 @@ func (m *WorkloadMonitor) stateEvent(r *workloadRun, prev, next workloadStatus, 
 func (m *WorkloadMonitor) evidence(rr roundResult, d WorkloadDiagnosis) map[string]any {
 	ev := map[string]any{"diagnosis": string(d)}
 	if rr.located {
-		ev = mergeFields(ev, rr.target.Fields())
+		ev["netns"] = rr.target
 	}
 	if rr.pod != nil {
-		ev["pod_probe"] = rr.pod.Fields()
+		ev["pod_probe"] = *rr.pod
 	}
 	if rr.host != nil {
-		ev["host_probe"] = rr.host.Fields()
+		ev["host_probe"] = *rr.host
 	}
 	return ev
 }
@@ -318,13 +318,6 @@ func (m *WorkloadMonitor) event(ev Event) {
 		ev.ID = NewEventID()
 	}
 	m.emit(ev)
-}
-
-func mergeFields(a, b map[string]any) map[string]any {
-	for k, v := range b {
-		a[k] = v
-	}
-	return a
 }
 
 func describeTarget(t probes.Target) string {
@@ -351,33 +344,19 @@ func (m *WorkloadMonitor) Checks() []Check {
 }
 
 func workloadCheck(w configs.Workload, st workloadStatus, t probes.Target, located bool, pod, host *probes.Result, hostConfigured bool, lastAction string) Check {
-	c := Check{Kind: "workload", Target: w.Name, State: st.State, Healthy: st.State == WorkloadOK,
-		Since: st.Since, LastAction: lastAction, Fields: map[string]any{}}
+	info := &WorkloadInfo{Diagnosis: st.Diagnosis, PodProbe: pod, HostProbe: host,
+		HostProbeConfigured: hostConfigured, FailedRounds: st.Bad, Tunnel: w.Tunnel}
+	c := Check{Kind: KindWorkload, Target: w.Name, State: st.State, Healthy: st.State == WorkloadOK,
+		Since: st.Since, LastAction: lastAction, Workload: info}
 	if st.Diagnosis != "" {
 		c.Detail = string(st.Diagnosis) + ": " + st.Detail
-		c.Fields["diagnosis"] = string(st.Diagnosis)
 	} else if st.Detail != "" {
 		c.Detail = st.Detail
 	}
 	if located {
-		c.Fields = mergeFields(c.Fields, t.Fields())
+		info.Netns = &t
 	} else {
-		c.Fields["netns_source"] = WorkloadWhere(w).String()
-	}
-	if pod != nil {
-		c.Fields["pod_probe"] = pod.Fields()
-	}
-	switch {
-	case host != nil:
-		c.Fields["host_probe"] = host.Fields()
-	case !hostConfigured:
-		c.Fields["host_probe"] = "not configured (mqtt.host_broker)"
-	}
-	if st.Bad > 0 {
-		c.Fields["failed_rounds"] = st.Bad
-	}
-	if w.Tunnel != "" {
-		c.Fields["tunnel"] = w.Tunnel
+		info.NetnsSource = WorkloadWhere(w).String()
 	}
 	return c
 }

@@ -110,8 +110,10 @@ func TestLabWorkloadMonitorFollowsRecreatedPods(t *testing.T) {
 	look := func() view {
 		c := m.Checks()[0]
 		v := view{State: c.State, Events: evs.take()}
-		v.Diagnosis, _ = c.Fields["diagnosis"].(string)
-		v.Sandbox, _ = c.Fields["sandbox_id"].(string)
+		v.Diagnosis = string(c.Workload.Diagnosis)
+		if c.Workload.Netns != nil {
+			v.Sandbox = c.Workload.Netns.SandboxID
+		}
 		return v
 	}
 	step := func(what string, want view) {
@@ -125,8 +127,8 @@ func TestLabWorkloadMonitorFollowsRecreatedPods(t *testing.T) {
 	step("no pod yet", view{State: WorkloadNoPod, Diagnosis: "no-pod", Events: []string{"workload/no-pod"}})
 	a := runPod("telemetry-a")
 	step("pod a runs", view{State: WorkloadOK, Diagnosis: "ok", Sandbox: a, Events: []string{"workload/ok"}})
-	if c := m.Checks()[0]; c.Fields["netns_source"] != probes.SourceCRI || c.Fields["pod"] != "factory/telemetry-a" {
-		t.Errorf("check fields %v: want source cri and pod factory/telemetry-a", c.Fields)
+	if c := m.Checks()[0]; c.Workload.Netns == nil || c.Workload.Netns.Source != probes.SourceCRI || c.Workload.Netns.Pod != "factory/telemetry-a" {
+		t.Errorf("check %+v: want source cri and pod factory/telemetry-a", c.Workload.Netns)
 	}
 	b := runPod("telemetry-b")
 	step("a newer pod b is followed", view{State: WorkloadOK, Diagnosis: "ok", Sandbox: b, Events: []string{"workload/re-resolved"}})

@@ -57,13 +57,13 @@ func TestLabWorkloadDiagnosisOverlayAndBroker(t *testing.T) {
 	m := NewWorkloadMonitor([]configs.Workload{w}, prober, sus, evs.emit, slog.New(slog.DiscardHandler))
 	r := m.wls[0]
 	ctx := t.Context()
-	diag := func() string { return m.Checks()[0].Fields["diagnosis"].(string) }
+	diag := func() string { return string(m.Checks()[0].Workload.Diagnosis) }
 
 	// The first handshake takes a moment after the lab is up.
 	roundsUntil(t, m, r, 15*time.Second, "the pod reaching the broker through the tunnel", func() bool { return diag() == "ok" })
 	check := m.Checks()[0]
-	if check.Fields["netns_source"] != probes.SourceNetns || check.Fields["netns"] != l.NetnsPath(lab.Pod) {
-		t.Errorf("check fields %v: want the pod's netns from the config", check.Fields)
+	if check.Workload.Netns == nil || check.Workload.Netns.Source != probes.SourceNetns || check.Workload.Netns.Path != l.NetnsPath(lab.Pod) {
+		t.Errorf("check %+v: want the pod's netns from the config", check.Workload.Netns)
 	}
 	t.Logf("before the tunnel's first handshake the monitor suspected it %d times", len(sus.take()))
 	evs.take()
@@ -117,8 +117,8 @@ func TestLabWorkloadDiagnosisOverlayAndBroker(t *testing.T) {
 	m.round(ctx, r)
 	m.round(ctx, r)
 	c := m.Checks()[0]
-	if c.Fields["diagnosis"] != "broker" || c.State != WorkloadDown {
-		t.Errorf("broker stopped: %s / %s (%s); want broker / down", c.Fields["diagnosis"], c.State, c.Detail)
+	if c.Workload.Diagnosis != DiagBroker || c.State != WorkloadDown {
+		t.Errorf("broker stopped: %s / %s (%s); want broker / down", c.Workload.Diagnosis, c.State, c.Detail)
 	}
 	if s := sus.take(); len(s) != 0 {
 		t.Errorf("the tunnel was suspected for a broker failure: %v", s)

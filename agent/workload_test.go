@@ -168,8 +168,8 @@ func TestWorkloadMonitorRun(t *testing.T) {
 		next()
 		next()
 		check("broker down: no tunnel action", want{state: WorkloadDown, ready: false, calls: []string{locate, podCall, hostCall, locate, podCall, hostCall}})
-		if c := m.Checks()[0]; c.Fields["diagnosis"] != string(DiagBroker) {
-			t.Errorf("diagnosis %v, want broker; check %+v", c.Fields["diagnosis"], c)
+		if c := m.Checks()[0]; c.Workload.Diagnosis != DiagBroker {
+			t.Errorf("diagnosis %v, want broker; check %+v", c.Workload.Diagnosis, c)
 		}
 
 		p.set(func(f *fakeWorkloadProber) { f.pod, f.host = probes.ClassOK, probes.ClassOK })
@@ -204,7 +204,7 @@ func TestWorkloadMonitorWithoutHostProbeSaysSo(t *testing.T) {
 		t.Fatalf("got %d checks", len(got))
 	}
 	c := got[0]
-	if c.Fields["diagnosis"] != string(DiagPodOnly) || c.Fields["host_probe"] != "not configured (mqtt.host_broker)" {
+	if c.Workload.Diagnosis != DiagPodOnly || c.Workload.HostProbeConfigured {
 		t.Errorf("check %+v: want diagnosis pod-failed and host probe not configured", c)
 	}
 }
@@ -215,10 +215,11 @@ func TestWorkloadMonitorCheckIsOneShot(t *testing.T) {
 	evs := &eventLog{}
 	m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p, sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	got := m.Check(context.Background())
-	want := []Check{{Kind: "workload", Target: "telemetry", State: WorkloadDown, Fields: map[string]any{
-		"diagnosis": "overlay", "netns_source": "netns", "netns": "/x", "netns_id": "1", "tunnel": "wg0",
-		"pod_probe":  map[string]any{"probe": "mqtt", "target": "tcp://10.43.0.20:1883", "class": "timeout", "latency_seconds": 0.001},
-		"host_probe": map[string]any{"probe": "mqtt", "target": "tcp://192.0.2.10:1883", "class": "ok", "latency_seconds": 0.001},
+	target := probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"}
+	want := []Check{{Kind: "workload", Target: "telemetry", State: WorkloadDown, Workload: &WorkloadInfo{
+		Diagnosis: DiagOverlay, Netns: &target, Tunnel: "wg0", HostProbeConfigured: true,
+		PodProbe:  &probes.Result{Probe: "mqtt", Target: "tcp://10.43.0.20:1883", Class: probes.ClassTimeout, Latency: time.Millisecond},
+		HostProbe: &probes.Result{Probe: "mqtt", Target: "tcp://192.0.2.10:1883", Class: probes.ClassOK, Latency: time.Millisecond},
 	}}}
 	if diff := cmp.Diff(want, got, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Detail" }, cmp.Ignore())); diff != "" {
 		t.Errorf("Check (-want +got):\n%s", diff)

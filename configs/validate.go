@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -253,13 +252,11 @@ func (v *validator) workload(p string, w Workload, tunnels map[string]int) {
 	}
 	if w.MQTT.Broker == "" {
 		v.add(p+".mqtt.broker", "empty: the broker address as the pod reaches it, e.g. tcp://10.43.0.10:1883")
-	} else if err := checkBrokerURL(w.MQTT.Broker); err != nil {
-		v.add(p+".mqtt.broker", "%v", err)
+	} else {
+		v.brokerURL(p+".mqtt.broker", w.MQTT.Broker, w.MQTT.TLS)
 	}
 	if w.MQTT.HostBroker != "" {
-		if err := checkBrokerURL(w.MQTT.HostBroker); err != nil {
-			v.add(p+".mqtt.host_broker", "%v", err)
-		}
+		v.brokerURL(p+".mqtt.host_broker", w.MQTT.HostBroker, w.MQTT.TLS)
 	}
 	v.durRange(p+".mqtt.timeout", w.MQTT.Timeout, 10*time.Millisecond, time.Minute)
 	if w.Interval > 0 && w.MQTT.Timeout > w.Interval {
@@ -285,36 +282,23 @@ func (v *validator) credentials(p, user, passwordFile string, tls TLS) {
 	}
 }
 
-// checkBrokerURL accepts tcp://, mqtt://, ssl://, tls:// and mqtts:// with host and port.
-func checkBrokerURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a broker URL: %v", s, err)
+// brokerURL reports a broker URL that ParseBrokerURL refuses, and TLS
+// settings next to a plain URL: they would be ignored, and a node that
+// was meant to use TLS would not.
+func (v *validator) brokerURL(p, s string, t TLS) {
+	b, err := ParseBrokerURL(s)
+	switch {
+	case err != nil:
+		v.add(p, "%v", err)
+	case !b.TLS && t.Enabled():
+		v.add(p, "%q is plain %s:// but tls is configured: use ssl://, tls:// or mqtts://", s, b.Scheme)
 	}
-	switch u.Scheme {
-	case "tcp", "mqtt", "ssl", "tls", "mqtts":
-	default:
-		return fmt.Errorf("%q: scheme must be tcp, mqtt, ssl, tls or mqtts", s)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil || host == "" || port == "" {
-		return fmt.Errorf("%q: give host and port, e.g. tcp://10.43.0.10:1883", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q: port %q is not a port number", s, port)
-	}
-	if u.Path != "" && u.Path != "/" {
-		return fmt.Errorf("%q: a broker URL has no path", s)
-	}
-	return nil
 }
 
 func (v *validator) report(p string, r Report) {
 	m := r.MQTT
 	if m.Broker != "" {
-		if err := checkBrokerURL(m.Broker); err != nil {
-			v.add(p+".mqtt.broker", "%v", err)
-		}
+		v.brokerURL(p+".mqtt.broker", m.Broker, m.TLS)
 	}
 	switch {
 	case m.TopicPrefix == "":

@@ -106,21 +106,6 @@ type Target struct {
 	ID string `json:"netns_id"`
 }
 
-// Fields returns t as a flat map for agent.Check.
-func (t Target) Fields() map[string]any {
-	m := map[string]any{"netns_source": t.Source, "netns": t.Path, "netns_id": t.ID}
-	if t.Pod != "" {
-		m["pod"] = t.Pod
-	}
-	if t.SandboxID != "" {
-		m["sandbox_id"] = t.SandboxID
-	}
-	if t.PID != 0 {
-		m["pid"] = t.PID
-	}
-	return m
-}
-
 // Sources of a Target.
 const (
 	SourceCRI   = "cri"

@@ -3,42 +3,29 @@ package probes
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/edgeheal/edgeheal/configs"
 )
 
 // MQTTConfig is an MQTT broker to probe with CONNECT/CONNACK.
 type MQTTConfig struct {
-	// Broker is tcp://host:port or mqtt://host:port (plain; port 1883 by
-	// default), ssl://, tls:// or mqtts:// (TLS; port 8883 by default), or a
-	// bare host:port (plain unless TLS is set).
+	// Broker is a broker URL as configs.ParseBrokerURL reads it.
 	Broker       string
 	Username     string
-	PasswordFile string // read at every probe, so a rotated password is picked up
-	TLS          TLSConfig
+	PasswordFile string      // read at every probe (configs.ReadPassword)
+	TLS          configs.TLS // used with an ssl://, tls:// or mqtts:// broker
 	// ClientID defaults to a random "edgeheal-probe-..." id, so that
 	// probes never take over a real client's session.
 	ClientID string
 	Timeout  time.Duration // bounds DNS, connect, TLS and CONNACK together
 }
-
-// TLSConfig is a TLS client configuration made of file paths. Empty CA
-// means the system roots.
-type TLSConfig struct {
-	CA, Cert, Key, ServerName string
-}
-
-// Enabled reports whether any TLS setting is present.
-func (t TLSConfig) Enabled() bool { return t != TLSConfig{} }
 
 // DefaultTimeout bounds a probe whose config has no timeout.
 const DefaultTimeout = 5 * time.Second
@@ -57,24 +44,22 @@ func MQTT(ctx context.Context, ns Netns, cfg MQTTConfig) (Result, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	hostport, useTLS, err := parseBroker(cfg.Broker, cfg.TLS.Enabled())
+	broker, err := configs.ParseBrokerURL(cfg.Broker)
 	if err != nil {
 		return Result{}, err
 	}
+	hostport := broker.Addr()
 	var tlsCfg *tls.Config
-	if useTLS {
-		host, _, _ := net.SplitHostPort(hostport)
-		if tlsCfg, err = clientTLS(cfg.TLS, host); err != nil {
+	if broker.TLS {
+		if tlsCfg, err = cfg.TLS.ClientConfig(broker.Host); err != nil {
 			return Result{}, err
 		}
 	}
 	password := ""
 	if cfg.PasswordFile != "" {
-		b, err := os.ReadFile(cfg.PasswordFile)
-		if err != nil {
-			return Result{}, fmt.Errorf("reading mqtt password file: %w", err)
+		if password, err = configs.ReadPassword(cfg.PasswordFile); err != nil {
+			return Result{}, err
 		}
-		password = strings.TrimRight(string(b), "\r\n")
 	}
 	clientID := cfg.ClientID
 	if clientID == "" {
@@ -181,68 +166,4 @@ func openConn(ctx context.Context, ns Netns, hostport string, tlsCfg *tls.Config
 		return nil, &tlsError{err: err}
 	}
 	return tc, nil
-}
-
-// parseBroker returns host:port and whether TLS is used.
-func parseBroker(broker string, tlsSet bool) (string, bool, error) {
-	if broker == "" {
-		return "", false, errors.New("no broker address")
-	}
-	if !strings.Contains(broker, "://") {
-		if _, _, err := net.SplitHostPort(broker); err != nil {
-			return "", false, fmt.Errorf("parsing broker address %q: %w", broker, err)
-		}
-		return broker, tlsSet, nil
-	}
-	u, err := url.Parse(broker)
-	if err != nil {
-		return "", false, fmt.Errorf("parsing broker address %q: %w", broker, err)
-	}
-	var useTLS bool
-	var port string
-	switch u.Scheme {
-	case "tcp", "mqtt":
-		useTLS, port = tlsSet, "1883"
-		if tlsSet {
-			port = "8883"
-		}
-	case "ssl", "tls", "mqtts", "tcps":
-		useTLS, port = true, "8883"
-	default:
-		return "", false, fmt.Errorf("broker address %q: unsupported scheme %q", broker, u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return "", false, fmt.Errorf("broker address %q: no host", broker)
-	}
-	if p := u.Port(); p != "" {
-		port = p
-	}
-	return net.JoinHostPort(u.Hostname(), port), useTLS, nil
-}
-
-// clientTLS builds a TLS client config from files.
-func clientTLS(t TLSConfig, host string) (*tls.Config, error) {
-	cfg := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
-	if cfg.ServerName == "" {
-		cfg.ServerName = host
-	}
-	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
-		if err != nil {
-			return nil, fmt.Errorf("reading tls ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("reading tls ca %s: no certificate in it", t.CA)
-		}
-		cfg.RootCAs = pool
-	}
-	if t.Cert != "" || t.Key != "" {
-		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
-		if err != nil {
-			return nil, fmt.Errorf("loading tls client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }

@@ -3,11 +3,13 @@ package probes
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/configs"
 )
 
 // TestMQTTClassifiesAgainstMosquitto probes a real mosquitto on loopback
@@ -16,7 +18,7 @@ func TestMQTTClassifiesAgainstMosquitto(t *testing.T) {
 	b := startMosquitto(t)
 	wrong := filepath.Join(t.TempDir(), "wrong")
 	writeFile(t, wrong, "wrong-password\n")
-	closed := "127.0.0.1:" + itoa(freePort(t))
+	closed := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	silent := silentListener(t, Netns{})
 	dns := startDNS(t, Netns{}, map[string][4]byte{"broker.test.": {127, 0, 0, 1}})
 	port := func(a string) string { return a[len("127.0.0.1:"):] }
@@ -30,16 +32,16 @@ func TestMQTTClassifiesAgainstMosquitto(t *testing.T) {
 		wantRC    int
 		wantDNSMs bool
 	}{
-		{name: "the right password is accepted", cfg: MQTTConfig{Broker: "tcp://" + b.addr, Username: b.user, PasswordFile: b.passwd}, want: ClassOK},
-		{name: "a wrong password is auth with the connack code", cfg: MQTTConfig{Broker: "tcp://" + b.addr, Username: b.user, PasswordFile: wrong}, want: ClassAuth, wantRC: 5},
-		{name: "no credentials is auth", cfg: MQTTConfig{Broker: "tcp://" + b.addr}, want: ClassAuth, wantRC: 5},
+		{name: "the right password is accepted", cfg: MQTTConfig{Broker: "tcp://" + b.PlainAddr, Username: b.user, PasswordFile: b.passwd}, want: ClassOK},
+		{name: "a wrong password is auth with the connack code", cfg: MQTTConfig{Broker: "tcp://" + b.PlainAddr, Username: b.user, PasswordFile: wrong}, want: ClassAuth, wantRC: 5},
+		{name: "no credentials is auth", cfg: MQTTConfig{Broker: "tcp://" + b.PlainAddr}, want: ClassAuth, wantRC: 5},
 		{name: "a closed port is refused", cfg: MQTTConfig{Broker: "tcp://" + closed}, want: ClassRefused},
 		{name: "a broker that never answers connect is a timeout", cfg: MQTTConfig{Broker: "tcp://" + silent, Timeout: bound}, want: ClassTimeout},
-		{name: "tls with the right ca is accepted", cfg: MQTTConfig{Broker: "ssl://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca}}, want: ClassOK},
-		{name: "tls with a wrong ca is tls", cfg: MQTTConfig{Broker: "ssl://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.otherCA}}, want: ClassTLS},
-		{name: "tls with a wrong server name is tls", cfg: MQTTConfig{Broker: "ssl://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca, ServerName: "other.test"}}, want: ClassTLS},
-		{name: "plain mqtt to the tls port is not ok", cfg: MQTTConfig{Broker: "tcp://" + b.tlsAddr, Username: b.user, PasswordFile: b.passwd, Timeout: bound}, want: ClassFailed},
-		{name: "a name resolved by the namespace's dns server is used", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "ssl://broker.test:" + port(b.tlsAddr), Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca}}, want: ClassOK, wantDNSMs: true},
+		{name: "tls with the right ca is accepted", cfg: MQTTConfig{Broker: "ssl://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile}}, want: ClassOK},
+		{name: "tls with a wrong ca is tls", cfg: MQTTConfig{Broker: "ssl://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.OtherCA}}, want: ClassTLS},
+		{name: "tls with a wrong server name is tls", cfg: MQTTConfig{Broker: "ssl://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile, ServerName: "other.test"}}, want: ClassTLS},
+		{name: "plain mqtt to the tls port is not ok", cfg: MQTTConfig{Broker: "tcp://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, Timeout: bound}, want: ClassFailed},
+		{name: "a name resolved by the namespace's dns server is used", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "ssl://broker.test:" + port(b.TLSAddr), Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile}}, want: ClassOK, wantDNSMs: true},
 		{name: "a name that does not resolve is dns", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "tcp://nowhere.test:1883"}, want: ClassDNS, wantDNSMs: true},
 	}
 	for _, tt := range tests {
@@ -75,11 +77,11 @@ func TestMQTTClassifiesAgainstMosquitto(t *testing.T) {
 // diagnosis relies on.
 func TestMQTTBrokerStoppedIsRefused(t *testing.T) {
 	b := startMosquitto(t)
-	cfg := MQTTConfig{Broker: b.addr, Username: b.user, PasswordFile: b.passwd, Timeout: 2 * time.Second}
+	cfg := MQTTConfig{Broker: b.PlainURL(), Username: b.user, PasswordFile: b.passwd, Timeout: 2 * time.Second}
 	if r, err := MQTT(context.Background(), Netns{}, cfg); err != nil || r.Class != ClassOK {
 		t.Fatalf("before stop: %+v, %v", r, err)
 	}
-	b.stop()
+	b.Stop()
 	r, err := MQTT(context.Background(), Netns{}, cfg)
 	if err != nil || r.Class != ClassRefused {
 		t.Fatalf("after stop: got %+v, %v; want class refused", r, err)
@@ -94,7 +96,7 @@ func TestMQTTCannotProbeIsAnError(t *testing.T) {
 		wantIs error
 	}{
 		{name: "a missing password file", cfg: MQTTConfig{Broker: "tcp://127.0.0.1:1", PasswordFile: "/nonexistent/pw"}, wantIs: os.ErrNotExist},
-		{name: "a missing ca file", cfg: MQTTConfig{Broker: "ssl://127.0.0.1:1", TLS: TLSConfig{CA: "/nonexistent/ca"}}, wantIs: os.ErrNotExist},
+		{name: "a missing ca file", cfg: MQTTConfig{Broker: "ssl://127.0.0.1:1", TLS: configs.TLS{CA: "/nonexistent/ca"}}, wantIs: os.ErrNotExist},
 		{name: "a namespace that is gone", ns: Netns{Path: "/nonexistent/ns/net"}, cfg: MQTTConfig{Broker: "tcp://127.0.0.1:1"}, wantIs: os.ErrNotExist},
 		{name: "a broker address without a port", cfg: MQTTConfig{Broker: "127.0.0.1"}},
 		{name: "an unknown scheme", cfg: MQTTConfig{Broker: "ws://127.0.0.1:1"}},
@@ -109,89 +111,5 @@ func TestMQTTCannotProbeIsAnError(t *testing.T) {
 				t.Errorf("error %v does not match %v", err, tt.wantIs)
 			}
 		})
-	}
-}
-
-func TestParseBroker(t *testing.T) {
-	tests := []struct {
-		in       string
-		tlsSet   bool
-		want     string
-		wantTLS  bool
-		wantFail bool
-	}{
-		{in: "tcp://broker:1883", want: "broker:1883"},
-		{in: "mqtt://broker", want: "broker:1883"},
-		{in: "tcp://broker", tlsSet: true, want: "broker:8883", wantTLS: true},
-		{in: "ssl://broker", want: "broker:8883", wantTLS: true},
-		{in: "mqtts://10.0.0.1:9883", want: "10.0.0.1:9883", wantTLS: true},
-		{in: "tcp://[fd00::1]:1883", want: "[fd00::1]:1883"},
-		{in: "broker:1883", want: "broker:1883"},
-		{in: "broker:8883", tlsSet: true, want: "broker:8883", wantTLS: true},
-		{in: "", wantFail: true},
-		{in: "tcp://:1883", wantFail: true},
-		{in: "http://broker", wantFail: true},
-	}
-	for _, tt := range tests {
-		got, gotTLS, err := parseBroker(tt.in, tt.tlsSet)
-		if (err != nil) != tt.wantFail || got != tt.want || gotTLS != tt.wantTLS {
-			t.Errorf("parseBroker(%q, %v) = %q, %v, %v; want %q, %v, failure %v", tt.in, tt.tlsSet, got, gotTLS, err, tt.want, tt.wantTLS, tt.wantFail)
-		}
-	}
-}
-
-func itoa(i int) string {
-	return string(appendInt(nil, i))
-}
-
-func appendInt(b []byte, i int) []byte {
-	if i >= 10 {
-		b = appendInt(b, i/10)
-	}
-	return append(b, byte('0'+i%10))
-}
-
-func FuzzParseBroker(f *testing.F) {
-	for _, s := range []string{"tcp://broker:1883", "ssl://[fd00::1]:8883", "broker:1883", "mqtts://", "tcp://:0", "%zz://x"} {
-		f.Add(s, false)
-	}
-	f.Fuzz(func(t *testing.T, s string, tlsSet bool) {
-		hostport, _, err := parseBroker(s, tlsSet)
-		if err != nil {
-			return
-		}
-		if _, _, err := net.SplitHostPort(hostport); err != nil {
-			t.Errorf("parseBroker(%q) = %q, which is not host:port: %v", s, hostport, err)
-		}
-	})
-}
-
-// BenchmarkLabMQTTFromNamespace measures one CONNECT/CONNACK probe from
-// inside a namespace to a mosquitto in it (root).
-func BenchmarkLabMQTTFromNamespace(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root: sudo env PATH=$PATH go test -run XXX -bench LabMQTT ./probes")
-	}
-	ns := newNetns(b)
-	br := startMosquittoIn(b, ns)
-	cfg := MQTTConfig{Broker: "tcp://" + br.addr, Username: br.user, PasswordFile: br.passwd, Timeout: 2 * time.Second}
-	for b.Loop() {
-		r, err := MQTT(context.Background(), ns, cfg)
-		if err != nil || r.Class != ClassOK {
-			b.Fatalf("%+v, %v", r, err)
-		}
-	}
-}
-
-// BenchmarkLabNetnsDo measures entering a namespace and coming back.
-func BenchmarkLabNetnsDo(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root: sudo env PATH=$PATH go test -run XXX -bench LabNetnsDo ./probes")
-	}
-	ns := newNetns(b)
-	for b.Loop() {
-		if err := ns.Do(func() error { return nil }); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/configs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -115,8 +116,8 @@ func TestLabProbesRunInsideTheNamespace(t *testing.T) {
 	nft(t, ns, fmt.Sprintf(`table inet edgeheal_probe_test {
 	chain input { type filter hook input priority 0; tcp dport %s drop; }
 }`, silentPort))
-	ok := MQTTConfig{Broker: "tcp://" + b.addr, Username: b.user, PasswordFile: b.passwd, Timeout: 2 * time.Second}
-	_, port, _ := strings.Cut(b.tlsAddr, ":")
+	ok := MQTTConfig{Broker: "tcp://" + b.PlainAddr, Username: b.user, PasswordFile: b.passwd, Timeout: 2 * time.Second}
+	_, port, _ := strings.Cut(b.TLSAddr, ":")
 
 	tests := []struct {
 		name  string
@@ -127,10 +128,10 @@ func TestLabProbesRunInsideTheNamespace(t *testing.T) {
 		{"mqtt over tls by name from inside reaches the broker", func() (Result, error) {
 			nsDNS := ns
 			nsDNS.DNSServers = []string{dns}
-			return MQTT(context.Background(), nsDNS, MQTTConfig{Broker: "ssl://broker.test:" + port, Username: b.user, PasswordFile: b.passwd, TLS: TLSConfig{CA: b.certs.ca}, Timeout: 2 * time.Second})
+			return MQTT(context.Background(), nsDNS, MQTTConfig{Broker: "ssl://broker.test:" + port, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile}, Timeout: 2 * time.Second})
 		}, ClassOK},
 		{"mqtt from the host to the same address is refused", func() (Result, error) { return MQTT(context.Background(), Netns{}, ok) }, ClassRefused},
-		{"tcp from inside reaches the broker", func() (Result, error) { return TCP(context.Background(), ns, b.addr, time.Second) }, ClassOK},
+		{"tcp from inside reaches the broker", func() (Result, error) { return TCP(context.Background(), ns, b.PlainAddr, time.Second) }, ClassOK},
 		{"tcp from inside to an unrouted address is no-route", func() (Result, error) { return TCP(context.Background(), ns, "192.0.2.1:1883", time.Second) }, ClassNoRoute},
 		{"mqtt to a port dropped by nftables is a timeout", func() (Result, error) {
 			return MQTT(context.Background(), ns, MQTTConfig{Broker: "tcp://" + silent, Timeout: 500 * time.Millisecond})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -48,25 +49,15 @@ type Result struct {
 // OK reports whether the probe succeeded.
 func (r Result) OK() bool { return r.Class == ClassOK }
 
-// Fields returns r as a flat map for agent.Check and event evidence, with
-// durations in seconds.
-func (r Result) Fields() map[string]any {
-	m := map[string]any{
-		"probe":           r.Probe,
-		"target":          r.Target,
-		"class":           string(r.Class),
-		"latency_seconds": r.Latency.Seconds(),
-	}
-	if r.DNSLatency > 0 {
-		m["dns_latency_seconds"] = r.DNSLatency.Seconds()
-	}
-	if r.ReturnCode != 0 {
-		m["return_code"] = r.ReturnCode
-	}
-	if r.Detail != "" {
-		m["detail"] = r.Detail
-	}
-	return m
+// MarshalJSON writes r with its durations in seconds (latency_seconds,
+// dns_latency_seconds), as every other duration edgeheal reports.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result // without this method
+	return json.Marshal(struct {
+		plain
+		LatencySeconds    float64 `json:"latency_seconds"`
+		DNSLatencySeconds float64 `json:"dns_latency_seconds,omitempty"`
+	}{plain(r), r.Latency.Seconds(), r.DNSLatency.Seconds()})
 }
 
 // ErrNoPod is returned (wrapped) by a Resolver when no ready pod sandbox

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/report"
+	"github.com/edgeheal/edgeheal/agent/httpapi"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -60,7 +60,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	defer rep.outbox.Close()
 
 	state := &agentState{}
-	build := func(c *configs.Config) ([]agent.Component, error) {
+	build := func(c *configs.Config) ([]agent.Part, error) {
 		comps, err := h.components(c, log, rep.recorder.Emit)
 		if err != nil {
 			return nil, err
@@ -83,19 +83,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		if mqttOn {
 			rep.publisher.SetChecks(checks)
 		}
-		_ = rep.notifier.Status(report.StatusLine(checks, rep.outbox.Depth(), mqttOn && rep.publisher.Connected(), mqttOn))
+		_ = rep.notifier.Status(statusLine(checks, rep.outbox.Depth(), mqttOn && rep.publisher.Connected(), mqttOn))
 	}
 	rep.metrics.ConfigLoaded(true, time.Now())
 
 	if cfg.Report.HTTP.Listen != "" {
-		sopts := report.ServerOptions{
+		sopts := httpapi.ServerOptions{
 			Listen:  cfg.Report.HTTP.Listen,
 			State:   state,
-			Metrics: rep.metrics,
+			Metrics: rep.metrics.Handler(),
 			Outbox:  rep.outbox,
-			Info: func() report.NodeInfo {
+			Info: func() httpapi.NodeInfo {
 				c := a.Config()
-				return report.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
+				return httpapi.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
 			},
 			Logger: log.With("component", "http"),
 			Stale:  max(3*cfg.Interval.D(), 30*time.Second),
@@ -103,19 +103,26 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		if rep.publisher != nil {
 			sopts.MQTT = rep.publisher.Info
 		}
-		rep.server = report.NewServer(sopts)
+		rep.server = httpapi.NewServer(sopts)
 		// A taken port must not keep a network healer down: run without HTTP
 		// and say so loudly.
-		if err := rep.server.Start(); err != nil {
+		if err := rep.server.Listen(); err != nil {
 			log.Error("running without the HTTP endpoints", "error", err)
 			rep.server = nil
 		}
 	}
+	var bg sync.WaitGroup
+	if rep.server != nil {
+		bg.Go(func() { _ = rep.server.Serve(ctx) })
+	}
 	if rep.publisher != nil {
-		rep.publisher.Start(ctx)
+		bg.Go(func() {
+			if err := rep.publisher.Run(ctx); err != nil {
+				log.Error("mqtt reporting stopped", "error", err)
+			}
+		})
 	}
 
-	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
@@ -132,7 +139,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			_ = rep.notifier.Stopping()
 			stop()
 			bg.Wait()
-			shutdown(log, rep)
 			if err != nil {
 				return fail(exitCantRun, err)
 			}
@@ -146,24 +152,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 				rep.publisher.SetConfigRevision(a.Config().Revision)
 			}
 			_ = rep.notifier.Ready()
-		}
-	}
-}
-
-// shutdown publishes `offline` (the publisher does it on Stop) and closes
-// the HTTP listener, each within a few seconds: a broker that does not
-// answer must not hold up a stop.
-func shutdown(log *slog.Logger, rep *reporting) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if rep.publisher != nil {
-		if err := rep.publisher.Stop(ctx); err != nil {
-			log.Warn("mqtt publisher did not stop cleanly", "error", err)
-		}
-	}
-	if rep.server != nil {
-		if err := rep.server.Shutdown(ctx); err != nil {
-			log.Warn("http server did not stop cleanly", "error", err)
 		}
 	}
 }
@@ -229,7 +217,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	switch format {
 	case "text":
 		// Structured journal entries when stderr is the journal, text otherwise.
-		return slog.New(report.LogHandler(w, lv, "edgeheal")), nil
+		return slog.New(logHandler(w, lv, "edgeheal")), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	}

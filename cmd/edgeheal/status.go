@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent/report"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -32,7 +31,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := report.FetchStatus(ctx, *addr)
+	st, err := fetchStatus(ctx, *addr)
 	if err != nil {
 		return fail(exitCantRun, err)
 	}
@@ -42,7 +41,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 		if err := enc.Encode(st); err != nil {
 			return err
 		}
-	} else if err := report.WriteStatusTable(stdout, st, time.Now()); err != nil {
+	} else if err := writeStatusTable(stdout, st, time.Now()); err != nil {
 		return err
 	}
 	for _, c := range st.Checks {

@@ -13,7 +13,11 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 
 	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/report"
+	"github.com/edgeheal/edgeheal/agent/evidence"
+	"github.com/edgeheal/edgeheal/agent/httpapi"
+	"github.com/edgeheal/edgeheal/agent/metrics"
+	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/netfix"
 	"github.com/edgeheal/edgeheal/probes"
@@ -86,8 +90,8 @@ func (h *handles) close() {
 // components builds the agent's components for cfg on the handles: the
 // offload guard (uplinks), the tunnel monitor (tunnels) and the workload
 // monitor (workloads), the last suspecting tunnels of the second.
-func (h *handles) components(cfg *configs.Config, log *slog.Logger, emit agent.Emit) ([]agent.Component, error) {
-	var comps []agent.Component
+func (h *handles) components(cfg *configs.Config, log *slog.Logger, emit agent.Emit) ([]agent.Part, error) {
+	var comps []agent.Part
 	var guard *agent.OffloadGuard
 	var tunnels *agent.TunnelMonitor // set below, before anything runs
 	if len(cfg.Uplinks) > 0 {
@@ -217,34 +221,32 @@ func (l *lazySystemd) close() {
 // publisher, evidence, metrics, the HTTP endpoints and systemd. It lives
 // for the whole process; a reload does not rebuild it.
 type reporting struct {
-	outbox    *report.Outbox
-	session   *report.Session
-	evidence  *report.EvidenceStore
-	metrics   *report.Metrics
-	recorder  *report.Recorder
-	publisher *report.Publisher // nil: report.mqtt.broker is empty
-	server    *report.Server    // nil: report.http.listen is empty
-	notifier  *report.Notifier
+	outbox    *outbox.Outbox
+	session   *mqtt.Session
+	evidence  *evidence.Store
+	metrics   *metrics.Metrics
+	recorder  *agent.Recorder
+	publisher *mqtt.Publisher // nil: report.mqtt.broker is empty
+	server    *httpapi.Server // nil: report.http.listen is empty
+	notifier  *notifier
 }
 
 func openReporting(cfg *configs.Config, h *handles, log *slog.Logger) (*reporting, error) {
 	r := &reporting{}
 	var err error
-	if r.outbox, err = report.OpenOutbox(cfg.Report.StateDir, report.OutboxOptions{}); err != nil {
+	if r.outbox, err = outbox.Open(cfg.Report.StateDir, outbox.Options{}); err != nil {
 		return nil, fmt.Errorf("opening the outbox in report.state_dir %s: %w", cfg.Report.StateDir, err)
 	}
 	if n := r.outbox.Truncated(); n > 0 {
 		log.Warn("outbox: cut a torn write at its tail (the agent was killed while writing)", "bytes", n)
 	}
-	if r.session, err = report.OpenSession(cfg.Report.StateDir); err != nil {
-		return nil, fmt.Errorf("opening the session counter in %s: %w", cfg.Report.StateDir, err)
-	}
-	if r.evidence, err = report.OpenEvidenceStore(cfg.Report.StateDir, 0); err != nil {
+	r.session = mqtt.OpenSession(cfg.Report.StateDir, nil)
+	if r.evidence, err = evidence.Open(cfg.Report.StateDir, 0); err != nil {
 		log.Warn("incident evidence will not be kept", "error", err)
 		r.evidence = nil
 	}
 	if cfg.Report.MQTT.Broker != "" {
-		r.publisher, err = report.NewPublisher(report.PublisherOptions{
+		r.publisher, err = mqtt.NewPublisher(mqtt.Options{
 			Config:  cfg.Report.MQTT,
 			Node:    cfg.Node,
 			Version: version,
@@ -257,18 +259,20 @@ func openReporting(cfg *configs.Config, h *handles, log *slog.Logger) (*reportin
 		}
 		r.publisher.SetConfigRevision(cfg.Revision)
 	}
-	mopts := report.MetricsOptions{Version: version, Outbox: r.outbox}
+	mopts := metrics.Options{Version: version, Outbox: r.outbox}
 	if r.publisher != nil {
 		mopts.MQTT = r.publisher.Connected
 	}
-	r.metrics = report.NewMetrics(mopts)
-	r.recorder = &report.Recorder{
-		Outbox:   r.outbox,
-		Evidence: r.evidence,
-		Metrics:  r.metrics,
-		Log:      log.With("component", "events"),
+	r.metrics = metrics.New(mopts)
+	r.recorder = &agent.Recorder{
+		Store:   r.outbox,
+		OnEvent: r.metrics.ObserveEvent,
+		Log:     log.With("component", "events"),
 	}
-	if r.notifier, err = report.NewNotifier(log); err != nil {
+	if r.evidence != nil {
+		r.recorder.Evidence = r.evidence
+	}
+	if r.notifier, err = newNotifier(log); err != nil {
 		log.Warn("systemd watchdog off", "error", err)
 	}
 	return r, nil

@@ -1,4 +1,4 @@
-package report
+package mqtt
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -51,7 +53,7 @@ func TestHelperPublisher(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	ob, err := OpenOutbox(hc.StateDir, OutboxOptions{Max: hc.Max})
+	ob, err := outbox.Open(hc.StateDir, outbox.Options{Max: hc.Max})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,24 +68,17 @@ func TestHelperPublisher(t *testing.T) {
 		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
 		{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "handshake 200s old"},
 	})
-	p.Start(ctx)
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := p.Stop(sctx); err != nil {
+	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ob.Close()
 	fmt.Println("STOPPED")
 }
 
-func newTestPublisher(t *testing.T, cfg configs.ReportMQTT, node, stateDir string, ob *Outbox, log *slog.Logger) *Publisher {
+func newTestPublisher(t *testing.T, cfg configs.ReportMQTT, node, stateDir string, ob *outbox.Outbox, log *slog.Logger) *Publisher {
 	t.Helper()
-	sess, err := OpenSession(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPublisher(PublisherOptions{
+	sess := OpenSession(stateDir, nil)
+	p, err := NewPublisher(Options{
 		Config: cfg, Node: configs.Node{Name: node, Site: "plant-7"}, Version: "test-1.2.3",
 		Outbox: ob, Session: sess, Logger: log,
 		DialTimeout: 3 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
@@ -93,6 +88,21 @@ func newTestPublisher(t *testing.T, cfg configs.ReportMQTT, node, stateDir strin
 		t.Fatal(err)
 	}
 	return p
+}
+
+// runPublisher runs p as the supervisor would, and returns what stops it:
+// cancelling its context and waiting for Run, which must return nil.
+func runPublisher(t *testing.T, ctx context.Context, p *Publisher) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v after its context ended, want nil", err)
+		}
+	}
 }
 
 // child is a running helper process.
@@ -204,7 +214,7 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	checks, _ := st["checks"].(map[string]any)
 	got := map[string]any{"v": st["v"], "state": st["state"], "node": st["node"], "site": st["site"],
 		"version": st["version"], "total": checks["total"], "healthy": checks["healthy"]}
-	want := map[string]any{"v": 1.0, "state": StateDegraded, "node": "node-a", "site": "plant-7",
+	want := map[string]any{"v": 1.0, "state": agent.StateDegraded, "node": "node-a", "site": "plant-7",
 		"version": "test-1.2.3", "total": 2.0, "healthy": 1.0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
@@ -226,13 +236,13 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	// Restarted, it comes back with a higher session; a clean stop leaves
 	// `offline` with that session.
 	c2 := startChild(t, hc)
-	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateDegraded })
+	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateDegraded })
 	s2 := num(st2, "session")
 	if s2 <= s1 {
 		t.Errorf("session after restart = %d, want above %d", s2, s1)
 	}
 	c2.term(t)
-	off := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != StateDegraded })
+	off := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != agent.StateDegraded })
 	if off["state"] != StateOffline || num(off, "session") != s2 {
 		t.Errorf("after a clean stop: state %v session %v, want offline and %d", off["state"], off["session"], s2)
 	}
@@ -315,7 +325,7 @@ func TestOutboxDeliversEveryEventOnceAfterABrokerOutage(t *testing.T) {
 	m.Start()
 	w := m.watch(t, "pw-w")
 	stateDir := t.TempDir()
-	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,9 +335,8 @@ func TestOutboxDeliversEveryEventOnceAfterABrokerOutage(t *testing.T) {
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p.Start(ctx)
-	defer p.Stop(context.Background())
-	w.nextStatus(t, testPrefix+"/node-b/status", func(m map[string]any) bool { return m["state"] == StateOnline })
+	defer runPublisher(t, ctx, p)()
+	w.nextStatus(t, testPrefix+"/node-b/status", func(m map[string]any) bool { return m["state"] == agent.StateOnline })
 
 	m.Stop()
 	waitFor(t, "the publisher to notice the outage", func() bool { return !p.Connected() })
@@ -366,7 +375,7 @@ func TestOutboxDeliversEventsQueuedBeforeAKill9(t *testing.T) {
 
 	m.Start()
 	w := m.watch(t, "pw-w")
-	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,8 +384,7 @@ func TestOutboxDeliversEventsQueuedBeforeAKill9(t *testing.T) {
 		t.Fatalf("depth after kill -9 = %d, want %d", ob.Depth(), len(want))
 	}
 	p := newTestPublisher(t, cfg, "node-c", stateDir, ob, nil)
-	p.Start(context.Background())
-	defer p.Stop(context.Background())
+	defer runPublisher(t, context.Background(), p)()
 	seen := w.collectEvents(t, want)
 	for _, id := range want {
 		if seen[id] != 1 {
@@ -391,7 +399,7 @@ func TestOutboxDropReportReachesTheBroker(t *testing.T) {
 	m.Start()
 	w := m.watch(t, "pw-w")
 	stateDir := t.TempDir()
-	ob, err := OpenOutbox(stateDir, OutboxOptions{Max: 5})
+	ob, err := outbox.Open(stateDir, outbox.Options{Max: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +412,7 @@ func TestOutboxDropReportReachesTheBroker(t *testing.T) {
 	}
 	var reportID string
 	for _, it := range ob.Pending(0) {
-		if it.Event.Kind == KindOutboxDropped {
+		if it.Event.Kind == outbox.KindDropped {
 			reportID = it.Event.ID
 		}
 	}
@@ -412,8 +420,7 @@ func TestOutboxDropReportReachesTheBroker(t *testing.T) {
 		t.Fatal("no drop report queued")
 	}
 	p := newTestPublisher(t, m.nodeConfig(t, "node-d", "pw-d"), "node-d", stateDir, ob, nil)
-	p.Start(context.Background())
-	defer p.Stop(context.Background())
+	defer runPublisher(t, context.Background(), p)()
 
 	kept := all[len(all)-4:]
 	seen := w.collectEvents(t, append([]string{reportID}, kept...))
@@ -433,20 +440,20 @@ func TestACLKeepsANodeOutOfAnotherNodesTopics(t *testing.T) {
 	w := m.watch(t, "pw-w")
 	// node-f's publisher, but publishing under node-e's name.
 	cfg := m.nodeConfig(t, "node-f", "pw-f")
-	ob, err := OpenOutbox(t.TempDir(), OutboxOptions{})
+	ob, err := outbox.Open(t.TempDir(), outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ob.Close()
-	sess, _ := OpenSession(t.TempDir())
-	p, err := NewPublisher(PublisherOptions{Config: cfg, Node: configs.Node{Name: "node-e"}, Outbox: ob, Session: sess,
+	sess := OpenSession(t.TempDir(), nil)
+	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-e"}, Outbox: ob, Session: sess,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, DialTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Start(context.Background())
+	stop := runPublisher(t, context.Background(), p)
 	waitFor(t, "the publisher to connect", p.Connected)
-	p.Stop(context.Background())
+	stop()
 	select {
 	case msg := <-w.status:
 		t.Errorf("a node published on another node's topic: %s %s", msg.Topic(), msg.Payload())
@@ -470,22 +477,21 @@ func TestStatusIsRepublishedOnAChangeAndOnTheHeartbeatOnly(t *testing.T) {
 	m.Start()
 	w := m.watch(t, "pw-w")
 	stateDir := t.TempDir()
-	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ob.Close()
-	sess, _ := OpenSession(stateDir)
-	p, err := NewPublisher(PublisherOptions{Config: m.nodeConfig(t, "node-g", "pw-g"), Node: configs.Node{Name: "node-g"},
+	sess := OpenSession(stateDir, nil)
+	p, err := NewPublisher(Options{Config: m.nodeConfig(t, "node-g", "pw-g"), Node: configs.Node{Name: "node-g"},
 		Outbox: ob, Session: sess, DialTimeout: 3 * time.Second, Heartbeat: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 5s old"}})
-	p.Start(context.Background())
-	defer p.Stop(context.Background())
+	defer runPublisher(t, context.Background(), p)()
 	topic := testPrefix + "/node-g/status"
-	w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateOnline })
+	w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateOnline })
 
 	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 10s old"}})
 	select {
@@ -500,7 +506,7 @@ func TestStatusIsRepublishedOnAChangeAndOnTheHeartbeatOnly(t *testing.T) {
 	}
 	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "probe failed"}})
 	got = w.nextStatus(t, topic, func(map[string]any) bool { return true })
-	if got["state"] != StateDegraded {
+	if got["state"] != agent.StateDegraded {
 		t.Errorf("after a check went down: state %v, want degraded", got["state"])
 	}
 }
@@ -510,19 +516,18 @@ func TestStatusHeartbeatRepublishes(t *testing.T) {
 	m.Start()
 	w := m.watch(t, "pw-w")
 	stateDir := t.TempDir()
-	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ob.Close()
-	sess, _ := OpenSession(stateDir)
-	p, err := NewPublisher(PublisherOptions{Config: m.nodeConfig(t, "node-h", "pw-h"), Node: configs.Node{Name: "node-h"},
+	sess := OpenSession(stateDir, nil)
+	p, err := NewPublisher(Options{Config: m.nodeConfig(t, "node-h", "pw-h"), Node: configs.Node{Name: "node-h"},
 		Outbox: ob, Session: sess, DialTimeout: 3 * time.Second, Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Start(context.Background())
-	defer p.Stop(context.Background())
+	defer runPublisher(t, context.Background(), p)()
 	topic := testPrefix + "/node-h/status"
 	var last string
 	for i := range 3 {
@@ -597,22 +602,21 @@ func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
 	cfg := m.nodeConfig(t, "node-i", "pw-i")
 	cfg.Broker = "ssl://" + px.ln.Addr().String()
 	stateDir := t.TempDir()
-	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ob.Close()
-	sess, _ := OpenSession(stateDir)
-	p, err := NewPublisher(PublisherOptions{Config: cfg, Node: configs.Node{Name: "node-i"}, Outbox: ob, Session: sess,
+	sess := OpenSession(stateDir, nil)
+	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-i"}, Outbox: ob, Session: sess,
 		DialTimeout: 2 * time.Second, AckTimeout: 300 * time.Millisecond,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Start(context.Background())
-	defer p.Stop(context.Background())
+	defer runPublisher(t, context.Background(), p)()
 	topic := testPrefix + "/node-i/status"
-	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateOnline })
+	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateOnline })
 	s1 := num(st, "session")
 
 	px.stalled.Store(true)
@@ -624,7 +628,7 @@ func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
 		t.Errorf("will session = %v, want %d", will["session"], s1)
 	}
 	px.stalled.Store(false)
-	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateOnline })
+	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateOnline })
 	if num(st2, "session") <= s1 {
 		t.Errorf("session after the abort = %v, want above %d", st2["session"], s1)
 	}
@@ -636,24 +640,43 @@ func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
 
 func TestNewPublisherRejectsABadBrokerURL(t *testing.T) {
 	dir := t.TempDir()
-	ob, _ := OpenOutbox(dir, OutboxOptions{})
+	ob, _ := outbox.Open(dir, outbox.Options{})
 	defer ob.Close()
-	sess, _ := OpenSession(dir)
-	tests := []struct {
+	sess := OpenSession(dir, nil)
+	for _, broker := range []string{"http://b:80", "tcp://b", "b:1883"} {
+		_, err := NewPublisher(Options{Config: configs.ReportMQTT{Broker: broker}, Node: configs.Node{Name: "n"}, Outbox: ob, Session: sess})
+		if err == nil || !strings.Contains(err.Error(), "report.mqtt.broker") {
+			t.Errorf("%s: err = %v, want one naming report.mqtt.broker", broker, err)
+		}
+	}
+}
+
+// A file the publisher needs that is missing is not a reason to refuse to
+// start: Run returns an error naming it (the supervisor reports and retries
+// it), and runs once the file is there.
+func TestPublisherRunNamesAMissingFileAndRunsOnceItAppears(t *testing.T) {
+	dir := t.TempDir()
+	ob, _ := outbox.Open(dir, outbox.Options{})
+	defer ob.Close()
+	sess := OpenSession(dir, nil)
+	for _, tt := range []struct {
 		name string
 		cfg  configs.ReportMQTT
 		want string
 	}{
-		{"tls settings with a plain tcp URL", configs.ReportMQTT{Broker: "tcp://b:1883", TLS: configs.TLS{ServerName: "b"}}, "use ssl://"},
-		{"an unknown scheme", configs.ReportMQTT{Broker: "http://b"}, "scheme must be"},
-		{"a missing password file", configs.ReportMQTT{Broker: "tcp://b:1883", PasswordFile: "/nonexistent"}, "password file"},
-		{"a missing CA", configs.ReportMQTT{Broker: "ssl://b:8883", TLS: configs.TLS{CA: "/nonexistent"}}, "CA"},
-	}
-	for _, tt := range tests {
+		{"a missing password file", configs.ReportMQTT{Broker: "tcp://127.0.0.1:1", Username: "u", PasswordFile: filepath.Join(dir, "nonexistent")}, "password file"},
+		{"a missing CA", configs.ReportMQTT{Broker: "ssl://127.0.0.1:1", TLS: configs.TLS{CA: filepath.Join(dir, "nonexistent-ca.pem")}}, "nonexistent-ca.pem"},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewPublisher(PublisherOptions{Config: tt.cfg, Node: configs.Node{Name: "n"}, Outbox: ob, Session: sess})
+			p, err := NewPublisher(Options{Config: tt.cfg, Node: configs.Node{Name: "n"}, Outbox: ob, Session: sess})
+			if err != nil {
+				t.Fatalf("NewPublisher: %v, want no error: files are read when connecting", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = p.Run(ctx)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want one containing %q", err, tt.want)
+				t.Errorf("Run = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}
@@ -684,7 +707,7 @@ func TestOutboxDeliversEverythingAfterAKill9MidDelivery(t *testing.T) {
 	}
 	c.kill9(t)
 
-	ob, err := OpenOutbox(stateDir, OutboxOptions{})
+	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -694,8 +717,7 @@ func TestOutboxDeliversEverythingAfterAKill9MidDelivery(t *testing.T) {
 		t.Logf("depth after kill -9 = %d of %d: the kill did not land mid-delivery this time", left, len(want))
 	}
 	p := newTestPublisher(t, cfg, "node-j", stateDir, ob, nil)
-	p.Start(context.Background())
-	defer p.Stop(context.Background())
+	defer runPublisher(t, context.Background(), p)()
 	var rest []string
 	for _, id := range want {
 		if !before[id] {

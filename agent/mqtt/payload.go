@@ -1,4 +1,4 @@
-package report
+package mqtt
 
 import (
 	"time"
@@ -6,16 +6,15 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-// Status states on the MQTT status topic.
+// States on the status topic: agent.StateOnline and agent.StateDegraded
+// while connected, and these two.
 const (
-	StateOnline   = "online"   // connected, every check healthy
-	StateDegraded = "degraded" // connected, at least one check unhealthy
-	StateOffline  = "offline"  // clean shutdown
-	StateLost     = "lost"     // the Last Will: the connection died without a goodbye
+	StateOffline = "offline" // clean shutdown
+	StateLost    = "lost"    // the Last Will: the connection died without a goodbye
 )
 
-// StatusVersion is the "v" of status and event payloads.
-const StatusVersion = 1
+// PayloadVersion is the "v" of status and event payloads.
+const PayloadVersion = 1
 
 // StatusMessage is the retained payload of <prefix>/<node>/status. The Last
 // Will carries only V, State ("lost") and Session.
@@ -43,8 +42,8 @@ type ChecksSummary struct {
 	Items   []CheckSummary `json:"items"`
 }
 
-// CheckSummary is one check in a status message: agent.Check without its
-// free-form fields.
+// CheckSummary is one check in a status message: agent.Check without the
+// typed part of its kind.
 type CheckSummary struct {
 	Kind       string    `json:"kind"`
 	Target     string    `json:"target"`
@@ -55,23 +54,17 @@ type CheckSummary struct {
 	Since      time.Time `json:"since,omitzero"`
 }
 
-// Summarize builds the checks summary and the overall state (online when
-// every check is healthy, degraded otherwise).
-func Summarize(checks []agent.Check) (ChecksSummary, string) {
-	s := ChecksSummary{Total: len(checks), Items: make([]CheckSummary, 0, len(checks))}
+// summarize builds the checks summary and the node's state.
+func summarize(checks []agent.Check) (ChecksSummary, string) {
+	state, healthy, total := agent.NodeState(checks)
+	s := ChecksSummary{Total: total, Healthy: healthy, Items: make([]CheckSummary, 0, len(checks))}
 	for _, c := range checks {
-		if c.Healthy {
-			s.Healthy++
-		}
 		s.Items = append(s.Items, CheckSummary{
 			Kind: c.Kind, Target: c.Target, State: c.State, Healthy: c.Healthy,
 			Detail: c.Detail, LastAction: c.LastAction, Since: c.Since,
 		})
 	}
-	if s.Healthy < s.Total {
-		return s, StateDegraded
-	}
-	return s, StateOnline
+	return s, state
 }
 
 // EventMessage is the payload of <prefix>/<node>/event: the event with the

@@ -1,4 +1,4 @@
-package report
+package metrics
 
 import (
 	"flag"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/edgeheal/edgeheal/agent"
 )
@@ -29,9 +30,9 @@ func (f fakeOutboxStats) Dropped() uint64 { return f.dropped }
 // filledMetrics returns metrics with one observation of every kind, so that
 // every vector shows up in a scrape.
 func filledMetrics() *Metrics {
-	m := NewMetrics(MetricsOptions{Version: "1.2.3", Outbox: fakeOutboxStats{3, 7}, MQTT: func() bool { return true }})
+	m := New(Options{Version: "1.2.3", Outbox: fakeOutboxStats{3, 7}, MQTT: func() bool { return true }})
 	m.SetChecks([]agent.Check{
-		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Fields: map[string]any{"handshake_age_seconds": 42.0}},
+		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Peer: &agent.PeerInfo{LastHandshake: time.Unix(1_700_000_000, 0), HandshakeAgeSeconds: 42}},
 	})
 	m.ObserveProbe("tunnel", "wg0", "ok", 3*time.Millisecond)
 	m.ObserveEvent(agent.Event{Kind: "action", Action: "handshake", Result: "ok"})
@@ -67,7 +68,7 @@ func TestMetricNamesMatchTheGoldenList(t *testing.T) {
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (run go test ./agent/report -run Golden -update to create it)", err)
+		t.Fatalf("%v (run go test ./agent/metrics -run Golden -update to create it)", err)
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("metric names changed; dashboards and alerts depend on them (-want +got):\n%s", diff)
@@ -95,7 +96,7 @@ func TestMetricsPassPromlint(t *testing.T) {
 }
 
 func TestCheckSeriesFollowTheChecks(t *testing.T) {
-	m := NewMetrics(MetricsOptions{Version: "x"})
+	m := New(Options{Version: "x"})
 	m.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true}, {Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}})
 	m.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false}})
 	mfs, err := m.Registry().Gather()
@@ -121,5 +122,28 @@ func TestCheckSeriesFollowTheChecks(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("series (-want +got):\n%s", diff)
+	}
+}
+
+func TestEventsAreCountedByKindAndDeriveTheirCounters(t *testing.T) {
+	m := New(Options{Version: "t"})
+	m.ObserveEvent(agent.Event{Kind: "action", Action: "handshake", Result: "changed"})
+	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
+	m.ObserveEvent(agent.Event{Kind: agent.EventOutboxError})
+	for _, tt := range []struct {
+		name string
+		c    interface{ Write(*dto.Metric) error }
+	}{
+		{"remediations handshake/changed", m.remediations.WithLabelValues("handshake", "changed")},
+		{"offload drift wwan0", m.offloadDrift.WithLabelValues("wwan0")},
+		{"events outbox-error", m.events.WithLabelValues(agent.EventOutboxError)},
+	} {
+		var out dto.Metric
+		if err := tt.c.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.GetCounter().GetValue(); got != 1 {
+			t.Errorf("%s = %g, want 1", tt.name, got)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package report
+package evidence
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ type testPeer struct {
 
 func TestEvidenceBundleIsWrittenRedactedAndSummarised(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenEvidenceStore(dir, 3)
+	s, err := Open(dir, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestEvidenceBundleIsWrittenRedactedAndSummarised(t *testing.T) {
 }
 
 func TestEvidenceStoreKeepsTheNewest(t *testing.T) {
-	s, err := OpenEvidenceStore(t.TempDir(), 3)
+	s, err := Open(t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestEvidenceStoreKeepsTheNewest(t *testing.T) {
 }
 
 func TestEvidenceFileNamesCannotEscapeTheDirectory(t *testing.T) {
-	s, err := OpenEvidenceStore(t.TempDir(), 3)
+	s, err := Open(t.TempDir(), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,5 +95,20 @@ func TestEvidenceFileNamesCannotEscapeTheDirectory(t *testing.T) {
 	}
 	if got := sum["evidence_file"]; got != "evidence/20260101T000000.000Z-______etc_passwd.json" {
 		t.Errorf("file = %v", got)
+	}
+}
+
+func TestEvidenceFileNamedByTimeAndIncident(t *testing.T) {
+	s, err := Open(t.TempDir(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := s.Save(Bundle{Incident: "inc1", Target: "wg0", Reason: "probe failed", Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
+		Sections: map[string]any{"routes": []string{"default via 10.0.0.1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum["evidence_file"] != "evidence/20261129T120000.000Z-inc1.json" {
+		t.Errorf("summary = %v", sum)
 	}
 }

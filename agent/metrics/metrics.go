@@ -1,8 +1,12 @@
-package report
+// Package metrics holds edgeheal's Prometheus metrics: what the checks,
+// probes and events say, in base units, on a registry of their own. It
+// only reads what it is handed; nothing in it decides or changes anything.
+package metrics
 
 import (
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,13 +17,11 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-// OutboxStats is the part of *Outbox the metrics and /v1/status read.
+// OutboxStats is the part of the outbox the metrics read.
 type OutboxStats interface {
 	Depth() int
 	Dropped() uint64
 }
-
-var _ OutboxStats = (*Outbox)(nil)
 
 // Metrics are edgeheal's Prometheus metrics, on a registry of their own
 // (plus the Go and process collectors). Names start with edgeheal_ and use
@@ -42,15 +44,15 @@ type Metrics struct {
 	checks map[[2]string]string // (kind, target) → state, to delete stale series
 }
 
-// MetricsOptions wire the metrics that read live values.
-type MetricsOptions struct {
+// Options wire the metrics that read live values.
+type Options struct {
 	Version string
 	Outbox  OutboxStats // nil: outbox metrics stay absent
 	MQTT    func() bool // connected; nil: absent
 }
 
-// NewMetrics registers every metric on a new registry.
-func NewMetrics(opts MetricsOptions) *Metrics {
+// New registers every metric on a new registry.
+func New(opts Options) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), checks: map[[2]string]string{}}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -138,9 +140,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // SetChecks sets the check gauges from the agent's current checks; series of
-// checks that disappeared (or states left) are deleted. A check whose
-// Fields hold "handshake_age_seconds" (a number) also sets the handshake
-// age, with the check's target "iface/peer" split into labels.
+// checks that disappeared (or states left) are deleted. A peer check also
+// sets its handshake age, while the peer has a handshake.
 func (m *Metrics) SetChecks(checks []agent.Check) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -158,9 +159,13 @@ func (m *Metrics) SetChecks(checks []agent.Check) {
 			h = 1
 		}
 		m.checkHealthy.WithLabelValues(c.Kind, c.Target).Set(h)
-		if age, ok := number(c.Fields["handshake_age_seconds"]); ok {
+		if c.Peer != nil {
 			iface, peer := splitTarget(c.Target)
-			m.handshakeAge.WithLabelValues(iface, peer).Set(age)
+			if c.Peer.LastHandshake.IsZero() {
+				m.handshakeAge.DeleteLabelValues(iface, peer)
+			} else {
+				m.handshakeAge.WithLabelValues(iface, peer).Set(c.Peer.HandshakeAgeSeconds)
+			}
 		}
 	}
 	for k, state := range m.checks {
@@ -174,27 +179,9 @@ func (m *Metrics) SetChecks(checks []agent.Check) {
 	}
 }
 
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case time.Duration:
-		return n.Seconds(), true
-	}
-	return 0, false
-}
-
 func splitTarget(t string) (iface, peer string) {
-	for i := 0; i < len(t); i++ {
-		if t[i] == '/' {
-			return t[:i], t[i+1:]
-		}
-	}
-	return t, ""
+	iface, peer, _ = strings.Cut(t, "/")
+	return iface, peer
 }
 
 // SetHandshakeAge sets the handshake age of a WireGuard peer.

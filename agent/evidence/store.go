@@ -1,4 +1,8 @@
-package report
+// Package evidence keeps the evidence bundles edgeheal takes when an
+// incident opens: one JSON file each under <state_dir>/evidence/, written
+// atomically, the newest few kept, secrets redacted whatever the caller
+// passed. It only stores: what goes into a bundle is the agent's business.
+package evidence
 
 import (
 	"encoding/json"
@@ -9,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgeheal/edgeheal/agent/statedir"
 )
 
 // Bundle is the evidence captured when an incident opens. Sections are
@@ -25,41 +31,41 @@ type Bundle struct {
 	Sections map[string]any `json:"sections"`
 }
 
-// DefaultEvidenceKeep is how many bundles an EvidenceStore keeps when
+// DefaultKeep is how many bundles a Store keeps when
 // opened with keep 0.
-const DefaultEvidenceKeep = 20
+const DefaultKeep = 20
 
-// EvidenceStore writes bundles as JSON files into <state_dir>/evidence/
+// Store writes bundles as JSON files into <state_dir>/evidence/
 // and keeps only the newest few. Secrets never reach the disk: any field
 // named like a private key, preshared key, password, secret or token is
 // replaced by "[redacted]" whatever the caller passed.
-type EvidenceStore struct {
+type Store struct {
 	dir  string
 	keep int
 	mu   sync.Mutex
 }
 
-// OpenEvidenceStore creates <stateDir>/evidence if needed.
-func OpenEvidenceStore(stateDir string, keep int) (*EvidenceStore, error) {
+// Open creates <stateDir>/evidence if needed.
+func Open(stateDir string, keep int) (*Store, error) {
 	if keep <= 0 {
-		keep = DefaultEvidenceKeep
+		keep = DefaultKeep
 	}
 	dir := filepath.Join(stateDir, "evidence")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating evidence directory: %w", err)
 	}
-	return &EvidenceStore{dir: dir, keep: keep}, nil
+	return &Store{dir: dir, keep: keep}, nil
 }
 
 // Dir is the directory the bundles are written to.
-func (s *EvidenceStore) Dir() string { return s.dir }
+func (s *Store) Dir() string { return s.dir }
 
 // Save writes b (atomically: temporary file, sync, rename), removes the
 // oldest bundles beyond the bound and returns a short summary to put into
 // the incident event's Evidence: the file name, its size, the sections
 // with their sizes, and the UDP checksum error count when the "udp"
 // section has one.
-func (s *EvidenceStore) Save(b Bundle) (map[string]any, error) {
+func (s *Store) Save(b Bundle) (map[string]any, error) {
 	if b.Time.IsZero() {
 		b.Time = time.Now()
 	}
@@ -82,12 +88,7 @@ func (s *EvidenceStore) Save(b Bundle) (map[string]any, error) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tmp := filepath.Join(s.dir, "."+name+".tmp")
-	if err := writeSynced(tmp, out); err != nil {
-		return nil, fmt.Errorf("writing evidence: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
-		os.Remove(tmp)
+	if err := statedir.WriteFile(filepath.Join(s.dir, name), out, 0o600); err != nil {
 		return nil, fmt.Errorf("writing evidence: %w", err)
 	}
 	if err := s.prune(); err != nil {
@@ -113,7 +114,7 @@ func (s *EvidenceStore) Save(b Bundle) (map[string]any, error) {
 }
 
 // List returns the stored bundle file names, oldest first.
-func (s *EvidenceStore) List() ([]string, error) {
+func (s *Store) List() ([]string, error) {
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("listing evidence: %w", err)
@@ -128,7 +129,7 @@ func (s *EvidenceStore) List() ([]string, error) {
 	return names, nil
 }
 
-func (s *EvidenceStore) prune() error {
+func (s *Store) prune() error {
 	names, err := s.List()
 	if err != nil {
 		return err
@@ -140,21 +141,6 @@ func (s *EvidenceStore) prune() error {
 		names = names[1:]
 	}
 	return nil
-}
-
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func safeName(s string) string {

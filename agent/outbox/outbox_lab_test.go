@@ -1,4 +1,4 @@
-package report
+package outbox
 
 import (
 	"bytes"
@@ -59,7 +59,7 @@ func TestHelperFullDisk(t *testing.T) {
 	if err := os.WriteFile(filler, make([]byte, 32<<10), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ob, err := OpenOutbox(dir, OutboxOptions{Max: 100000})
+	ob, err := Open(dir, Options{Max: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestHelperFullDisk(t *testing.T) {
 	}
 	accepted = append(accepted, "after")
 	ob.Close()
-	ob2, err := OpenOutbox(dir, OutboxOptions{Max: 100000})
+	ob2, err := Open(dir, Options{Max: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}

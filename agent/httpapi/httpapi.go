@@ -1,9 +1,13 @@
-package report
+// Package httpapi serves edgeheal's local HTTP endpoints: /livez (the
+// control loop makes progress), /readyz (config, components and first
+// round; /readyz/workload/<name> per workload), /metrics and /v1/status,
+// which `edgeheal status` reads. It only reads the agent; nothing it serves
+// changes anything.
+package httpapi
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/mqtt"
 )
 
 // AgentState is what the HTTP endpoints read from the agent. Every method
@@ -35,10 +40,10 @@ type AgentState interface {
 type ServerOptions struct {
 	Listen  string // report.http.listen, e.g. "127.0.0.1:9101"
 	State   AgentState
-	Metrics *Metrics             // nil: /metrics answers 404
-	Outbox  OutboxStats          // nil: no outbox in /v1/status
-	MQTT    func() PublisherInfo // nil: no mqtt in /v1/status
-	Info    func() NodeInfo      // node, site, version, config revision
+	Metrics http.Handler     // nil: /metrics answers 404
+	Outbox  OutboxStats      // nil: no outbox in /v1/status
+	MQTT    func() mqtt.Info // nil: no mqtt in /v1/status
+	Info    func() NodeInfo  // node, site, version, config revision
 	Logger  *slog.Logger
 	// Stale is how long the loop may go without progress before /livez
 	// fails; default 3 × the loop interval is the caller's business, 2m if 0.
@@ -58,13 +63,13 @@ type NodeInfo struct {
 type StatusResponse struct {
 	V int `json:"v"`
 	NodeInfo
-	State        string         `json:"state"` // online (all checks healthy) or degraded
-	Ready        bool           `json:"ready"`
-	ReadyDetail  string         `json:"ready_detail,omitempty"`
-	LastProgress time.Time      `json:"last_progress,omitzero"`
-	Checks       []agent.Check  `json:"checks"`
-	Outbox       *OutboxInfo    `json:"outbox,omitempty"`
-	MQTT         *PublisherInfo `json:"mqtt,omitempty"`
+	State        string        `json:"state"` // online (all checks healthy) or degraded
+	Ready        bool          `json:"ready"`
+	ReadyDetail  string        `json:"ready_detail,omitempty"`
+	LastProgress time.Time     `json:"last_progress,omitzero"`
+	Checks       []agent.Check `json:"checks"`
+	Outbox       *OutboxInfo   `json:"outbox,omitempty"`
+	MQTT         *mqtt.Info    `json:"mqtt,omitempty"`
 }
 
 // OutboxInfo is the outbox in /v1/status.
@@ -73,15 +78,21 @@ type OutboxInfo struct {
 	Dropped uint64 `json:"dropped_total"`
 }
 
+// OutboxStats is the part of the outbox /v1/status shows.
+type OutboxStats interface {
+	Depth() int
+	Dropped() uint64
+}
+
 // Server serves /livez, /healthz, /readyz, /readyz/workload/<name>,
 // /metrics and /v1/status. It only reads; nothing it serves changes the
 // agent.
 type Server struct {
 	opts    ServerOptions
 	started time.Time
-	srv     *http.Server
-	ln      net.Listener
-	wg      sync.WaitGroup
+
+	mu sync.Mutex
+	ln net.Listener
 }
 
 // NewServer builds the server; Start listens.
@@ -110,51 +121,88 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz/workload/{name}", s.workload)
 	mux.HandleFunc("GET /v1/status", s.status)
 	if s.opts.Metrics != nil {
-		mux.Handle("GET /metrics", s.opts.Metrics.Handler())
+		mux.Handle("GET /metrics", s.opts.Metrics)
 	}
 	return mux
 }
 
-// Start listens on Listen (the error of a taken or invalid address is
-// returned here) and serves in a goroutine owned by the Server.
-func (s *Server) Start() error {
+// Name implements agent.Component.
+func (s *Server) Name() string { return "http" }
+
+// Health implements agent.Component: the server is passive, its progress
+// is not watched.
+func (s *Server) Health() agent.Health {
+	if a := s.Addr(); a != nil {
+		return agent.Health{Detail: "listening on " + a.String()}
+	}
+	return agent.Health{Detail: "not listening"}
+}
+
+// Run implements agent.Component: it listens on Listen (an address that is
+// taken or invalid is the error Run returns: the supervisor tries again
+// later) and serves until ctx ends, then lets requests in flight finish for
+// up to 5 s.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// Listen opens the listener; Serve serves on it.
+func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listening for http on %s: %w", s.opts.Listen, err)
 	}
+	s.mu.Lock()
 	s.ln = ln
-	s.srv = &http.Server{
+	s.mu.Unlock()
+	return nil
+}
+
+// Serve serves on the listener Listen opened until ctx ends.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       time.Minute,
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.opts.Logger.Error("http server stopped", "err", err)
-		}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	defer func() {
+		s.mu.Lock()
+		s.ln = nil
+		s.mu.Unlock()
 	}()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serving http on %s: %w", s.opts.Listen, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		s.opts.Logger.Warn("http server did not stop cleanly", "error", err)
+	}
+	<-done
 	return nil
 }
 
-// Addr is the address listened on (useful with port 0).
-func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-// Shutdown stops accepting, lets requests in flight finish until ctx is
-// done, and waits for the serving goroutine.
-func (s *Server) Shutdown(ctx context.Context) error {
-	if s.srv == nil {
+// Addr is the address listened on (useful with port 0), nil when not
+// listening.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
 		return nil
 	}
-	err := s.srv.Shutdown(ctx)
-	s.wg.Wait()
-	if err != nil {
-		return fmt.Errorf("shutting down http: %w", err)
-	}
-	return nil
+	return s.ln.Addr()
 }
 
 func text(w http.ResponseWriter, code int, msg string) {
@@ -219,10 +267,10 @@ func (s *Server) Status() StatusResponse {
 	if checks == nil {
 		checks = []agent.Check{}
 	}
-	_, state := Summarize(checks)
+	state, _, _ := agent.NodeState(checks)
 	ready, detail := s.opts.State.Ready()
 	resp := StatusResponse{
-		V: StatusVersion, NodeInfo: s.opts.Info(), State: state,
+		V: mqtt.PayloadVersion, NodeInfo: s.opts.Info(), State: state,
 		Ready: ready, ReadyDetail: detail, LastProgress: s.opts.State.LastProgress(), Checks: checks,
 	}
 	if s.opts.Outbox != nil {

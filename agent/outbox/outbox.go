@@ -1,13 +1,11 @@
-package report
+// Package outbox is the agent's durable event queue: bounded, on disk,
+// at least once. It only stores; the MQTT publisher drains it and the
+// agent's Recorder fills it.
+package outbox
 
 import (
-	"bufio"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,19 +14,19 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-// KindOutboxDropped is the Kind of the event the outbox appends when it had
+// KindDropped is the Kind of the event the outbox appends when it had
 // to drop events at its bound. Its Evidence holds "dropped" (events dropped
 // since the previous report that was still queued, see Outbox),
 // "dropped_total" (every event this outbox ever dropped; use it for exact
 // accounting), and "first_dropped_ts"/"last_dropped_ts" (times of the
 // oldest and newest dropped events).
-const KindOutboxDropped = "outbox-dropped"
+const KindDropped = "outbox-dropped"
 
-// DefaultOutboxMax is the bound of an outbox opened with Max 0.
-const DefaultOutboxMax = 10000
+// DefaultMax is the bound of an outbox opened with Max 0.
+const DefaultMax = 10000
 
-// ErrOutboxClosed is returned by Append after Close.
-var ErrOutboxClosed = errors.New("outbox closed")
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("outbox closed")
 
 // Item is one queued event and its sequence number in the outbox.
 type Item struct {
@@ -36,10 +34,10 @@ type Item struct {
 	Event agent.Event
 }
 
-// OutboxOptions tune an outbox.
-type OutboxOptions struct {
+// Options tune an outbox.
+type Options struct {
 	// Max is the largest number of queued events (at least 2, so that a
-	// drop report always fits); 0 means DefaultOutboxMax.
+	// drop report always fits); 0 means DefaultMax.
 	Max int
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
@@ -56,7 +54,7 @@ type OutboxOptions struct {
 //     again, so consumers deduplicate by Event.ID.
 //   - At the bound the oldest events are dropped, counted (Dropped, which
 //     persists across restarts) and reported by a queued event of kind
-//     KindOutboxDropped. At most one such report is queued at a time: a new
+//     KindDropped. At most one such report is queued at a time: a new
 //     drop supersedes the queued report with one that adds both counts, so
 //     reports never crowd out real events.
 //   - A write torn by a crash can only be at the tail of the log; Open
@@ -81,34 +79,12 @@ type Outbox struct {
 	changed   chan struct{}
 }
 
-const (
-	outboxLog    = "outbox.log"
-	outboxTmp    = "outbox.log.tmp"
-	maxRecord    = 1 << 20 // a larger length field means a torn or corrupt record
-	recordHeader = 8       // uint32 length + uint32 CRC-32C, little endian
-	compactAfter = 512     // dead records before a compaction is considered
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// record is one entry of the log. Op "h" (header, first record after a
-// compaction) carries Next and DroppedTotal; "e" an event; "a" removes Seq
-// (acknowledged, or a superseded drop report); "d" removes Seq and counts it
-// as dropped.
-type record struct {
-	Op           string       `json:"op"`
-	Seq          uint64       `json:"seq,omitempty"`
-	Event        *agent.Event `json:"event,omitempty"`
-	Next         uint64       `json:"next,omitempty"`
-	DroppedTotal uint64       `json:"dropped_total,omitempty"`
-}
-
-// OpenOutbox opens (creating it if needed) the outbox in dir/outbox and
+// Open opens (creating it if needed) the outbox in dir/outbox and
 // replays its log. A torn tail is truncated; Truncated reports how many
 // bytes were cut.
-func OpenOutbox(dir string, opts OutboxOptions) (*Outbox, error) {
+func Open(dir string, opts Options) (*Outbox, error) {
 	if opts.Max == 0 {
-		opts.Max = DefaultOutboxMax
+		opts.Max = DefaultMax
 	}
 	if opts.Max < 2 {
 		return nil, fmt.Errorf("opening outbox: max %d is below 2", opts.Max)
@@ -146,118 +122,6 @@ func OpenOutbox(dir string, opts OutboxOptions) (*Outbox, error) {
 	return o, nil
 }
 
-// replay reads every valid record of f, truncates a torn tail and leaves f
-// positioned at its end.
-func (o *Outbox) replay(f *os.File) error {
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("reading outbox log: %w", err)
-	}
-	r := bufio.NewReader(f)
-	var off int64
-	live := map[uint64]agent.Event{}
-	for {
-		rec, n, err := readRecord(r)
-		if err != nil {
-			break // io.EOF at a record boundary, or a torn/corrupt record
-		}
-		off += int64(n)
-		switch rec.Op {
-		case "h":
-			if rec.Next > o.nextSeq {
-				o.nextSeq = rec.Next
-			}
-			o.dropped = rec.DroppedTotal
-		case "e":
-			if rec.Event == nil {
-				o.dead++
-				continue
-			}
-			live[rec.Seq] = *rec.Event
-			if rec.Seq >= o.nextSeq {
-				o.nextSeq = rec.Seq + 1
-			}
-		case "a", "d":
-			if _, ok := live[rec.Seq]; ok {
-				delete(live, rec.Seq)
-				if rec.Op == "d" {
-					o.dropped++
-				}
-			}
-			o.dead += 2
-		default:
-			o.dead++
-		}
-	}
-	if off < st.Size() {
-		o.truncated = st.Size() - off
-		if err := f.Truncate(off); err != nil {
-			return fmt.Errorf("truncating torn outbox tail: %w", err)
-		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("syncing outbox log: %w", err)
-		}
-	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return fmt.Errorf("seeking outbox log: %w", err)
-	}
-	o.size = off
-	for seq, e := range live {
-		o.pending = append(o.pending, Item{Seq: seq, Event: e})
-	}
-	sortItems(o.pending)
-	return nil
-}
-
-func sortItems(items []Item) {
-	// Insertion sort: replayed logs are nearly ordered already.
-	for i := 1; i < len(items); i++ {
-		for j := i; j > 0 && items[j].Seq < items[j-1].Seq; j-- {
-			items[j], items[j-1] = items[j-1], items[j]
-		}
-	}
-}
-
-// readRecord reads one record; any error means there is no valid record here.
-func readRecord(r *bufio.Reader) (record, int, error) {
-	var h [recordHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return record{}, 0, err
-	}
-	n := binary.LittleEndian.Uint32(h[0:4])
-	sum := binary.LittleEndian.Uint32(h[4:8])
-	if n == 0 || n > maxRecord {
-		return record{}, 0, fmt.Errorf("outbox record length %d out of range", n)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return record{}, 0, err
-	}
-	if crc32.Checksum(body, castagnoli) != sum {
-		return record{}, 0, errors.New("outbox record checksum mismatch")
-	}
-	var rec record
-	if err := json.Unmarshal(body, &rec); err != nil {
-		return record{}, 0, fmt.Errorf("decoding outbox record: %w", err)
-	}
-	return rec, recordHeader + int(n), nil
-}
-
-func encodeRecord(rec record) ([]byte, error) {
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("encoding outbox record: %w", err)
-	}
-	if len(body) > maxRecord {
-		return nil, fmt.Errorf("outbox record of %d bytes is larger than %d", len(body), maxRecord)
-	}
-	buf := make([]byte, recordHeader+len(body))
-	binary.LittleEndian.PutUint32(buf[0:4], uint32(len(body)))
-	binary.LittleEndian.PutUint32(buf[4:8], crc32.Checksum(body, castagnoli))
-	copy(buf[recordHeader:], body)
-	return buf, nil
-}
-
 // Append queues e durably: it returns after the event is written and
 // fsynced. An empty ID is replaced by agent.NewEventID() and a zero Time by
 // the current time. At the bound the oldest events are dropped first (see
@@ -272,7 +136,7 @@ func (o *Outbox) Append(e agent.Event) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
-		return ErrOutboxClosed
+		return ErrClosed
 	}
 	var buf []byte
 	drop, report, superseded, err := o.planDrop(1)
@@ -348,7 +212,7 @@ func (o *Outbox) planDrop(n int) (drop []Item, report *agent.Event, superseded *
 	prevCount := uint64(0)
 	first, last := time.Time{}, time.Time{}
 	for i := range o.pending {
-		if o.pending[i].Event.Kind == KindOutboxDropped {
+		if o.pending[i].Event.Kind == KindDropped {
 			it := o.pending[i]
 			superseded = &it
 			prevCount, first, last = dropEvidence(it.Event)
@@ -362,7 +226,7 @@ func (o *Outbox) planDrop(n int) (drop []Item, report *agent.Event, superseded *
 		if len(drop) == need {
 			break
 		}
-		if it.Event.Kind == KindOutboxDropped {
+		if it.Event.Kind == KindDropped {
 			continue
 		}
 		drop = append(drop, it)
@@ -384,7 +248,7 @@ func (o *Outbox) planDrop(n int) (drop []Item, report *agent.Event, superseded *
 	report = &agent.Event{
 		ID:     agent.NewEventID(),
 		Time:   o.now().UTC(),
-		Kind:   KindOutboxDropped,
+		Kind:   KindDropped,
 		Target: "outbox",
 		Result: "dropped",
 		Summary: fmt.Sprintf("outbox full (%d events): dropped the %d oldest undelivered events (%d in total)",
@@ -447,7 +311,7 @@ func (o *Outbox) Ack(seq uint64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
-		return ErrOutboxClosed
+		return ErrClosed
 	}
 	i := 0
 	for ; i < len(o.pending) && o.pending[i].Seq != seq; i++ {
@@ -465,91 +329,6 @@ func (o *Outbox) Ack(seq uint64) error {
 	o.pending = append(o.pending[:i], o.pending[i+1:]...)
 	o.dead += 2
 	return o.maybeCompact()
-}
-
-// maybeCompact rewrites the log with only the queued events once most of
-// it describes events that are gone. The new log is written to a temporary
-// file, synced and renamed over the old one, so a crash leaves either log
-// complete.
-func (o *Outbox) maybeCompact() error {
-	if o.dead < compactAfter || o.dead < 2*len(o.pending) {
-		return nil
-	}
-	tmp := filepath.Join(o.dir, outboxTmp)
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	recs := []record{{Op: "h", Next: o.nextSeq, DroppedTotal: o.dropped}}
-	for i := range o.pending {
-		recs = append(recs, record{Op: "e", Seq: o.pending[i].Seq, Event: &o.pending[i].Event})
-	}
-	for _, rec := range recs {
-		b, err := encodeRecord(rec)
-		if err == nil {
-			_, err = w.Write(b)
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("compacting outbox: %w", err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(o.dir, outboxLog)); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	if err := syncDir(o.dir); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	o.f.Close()
-	o.f = f // positioned at its end
-	o.size = st.Size()
-	o.dead = 0
-	return nil
-}
-
-// syncDir makes a rename or create in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// write appends b to the log (and syncs it if sync). On failure (a full
-// disk, an I/O error) the log is cut back to its last valid length, so a
-// partial record can never sit in the middle of the log and hide the
-// records written after it.
-func (o *Outbox) write(b []byte, sync bool) error {
-	_, err := o.f.Write(b)
-	if err == nil && sync {
-		err = o.f.Sync()
-	}
-	if err != nil {
-		if terr := o.f.Truncate(o.size); terr == nil {
-			o.f.Seek(o.size, io.SeekStart)
-		}
-		return fmt.Errorf("writing outbox log: %w", err)
-	}
-	o.size += int64(len(b))
-	return nil
 }
 
 // Pending returns up to limit queued events, oldest first (all if limit <= 0).
@@ -589,7 +368,7 @@ func (o *Outbox) Truncated() int64 {
 	return o.truncated
 }
 
-// Close syncs and closes the log. Later Appends fail with ErrOutboxClosed.
+// Close syncs and closes the log. Later Appends fail with ErrClosed.
 func (o *Outbox) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()

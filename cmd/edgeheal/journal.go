@@ -1,4 +1,4 @@
-package report
+package main
 
 import (
 	"context"
@@ -12,24 +12,24 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
-// LogHandler returns the agent's slog handler: structured entries to
+// logHandler returns the agent's slog handler: structured entries to
 // journald's native socket when stderr is connected to the journal (the
 // service runs under systemd with StandardError=journal, the default),
 // otherwise a text handler on w. identifier is the SYSLOG_IDENTIFIER.
-func LogHandler(w io.Writer, level slog.Leveler, identifier string) slog.Handler {
+func logHandler(w io.Writer, level slog.Leveler, identifier string) slog.Handler {
 	if ok, err := journal.StderrIsJournalStream(); err == nil && ok && journal.Enabled() {
-		return NewJournalHandler(identifier, level)
+		return newJournalHandler(identifier, level)
 	}
 	return slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
 }
 
-// JournalHandler is a slog.Handler that sends every record as one
+// journalHandler is a slog.Handler that sends every record as one
 // structured journald entry: MESSAGE, PRIORITY, SYSLOG_IDENTIFIER,
 // CODE_FILE/CODE_LINE/CODE_FUNC, and each attribute as a field of its own
 // (key upper-cased, other characters turned into '_', groups joined with
 // '_': target=wg0 becomes TARGET=wg0), so `journalctl -u edgeheal
 // TARGET=wg0` finds a target's history.
-type JournalHandler struct {
+type journalHandler struct {
 	identifier string
 	level      slog.Leveler
 	prefix     string            // group prefix, e.g. "PROBE_"
@@ -37,21 +37,21 @@ type JournalHandler struct {
 	send       func(msg string, p journal.Priority, vars map[string]string) error
 }
 
-// NewJournalHandler writes to the journal through go-systemd's journal.Send.
-func NewJournalHandler(identifier string, level slog.Leveler) *JournalHandler {
+// newJournalHandler writes to the journal through go-systemd's journal.Send.
+func newJournalHandler(identifier string, level slog.Leveler) *journalHandler {
 	if level == nil {
 		level = slog.LevelInfo
 	}
-	return &JournalHandler{identifier: identifier, level: level, fields: map[string]string{}, send: journal.Send}
+	return &journalHandler{identifier: identifier, level: level, fields: map[string]string{}, send: journal.Send}
 }
 
 // Enabled implements slog.Handler.
-func (h *JournalHandler) Enabled(_ context.Context, l slog.Level) bool {
+func (h *journalHandler) Enabled(_ context.Context, l slog.Level) bool {
 	return l >= h.level.Level()
 }
 
 // Handle implements slog.Handler.
-func (h *JournalHandler) Handle(_ context.Context, r slog.Record) error {
+func (h *journalHandler) Handle(_ context.Context, r slog.Record) error {
 	vars := make(map[string]string, len(h.fields)+r.NumAttrs()+4)
 	for k, v := range h.fields {
 		vars[k] = v
@@ -73,7 +73,7 @@ func (h *JournalHandler) Handle(_ context.Context, r slog.Record) error {
 }
 
 // WithAttrs implements slog.Handler.
-func (h *JournalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+func (h *journalHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	n := *h
 	n.fields = make(map[string]string, len(h.fields)+len(as))
 	for k, v := range h.fields {
@@ -86,7 +86,7 @@ func (h *JournalHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 // WithGroup implements slog.Handler.
-func (h *JournalHandler) WithGroup(name string) slog.Handler {
+func (h *journalHandler) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}

@@ -1,4 +1,4 @@
-package report
+package main
 
 import (
 	"context"
@@ -12,15 +12,17 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/edgeheal/edgeheal/agent/httpapi"
 )
 
-// ErrNoAgent matches (errors.Is) the error of FetchStatus when nothing
+// errNoAgent matches (errors.Is) the error of fetchStatus when nothing
 // answers at the address: no agent is running, or it listens elsewhere.
-var ErrNoAgent = errors.New("no edgeheal agent is answering")
+var errNoAgent = errors.New("no edgeheal agent is answering")
 
-// StatusURL turns report.http.listen into the URL of /v1/status: a
+// statusURL turns report.http.listen into the URL of /v1/status: a
 // wildcard or empty host becomes the loopback address.
-func StatusURL(listen string) string {
+func statusURL(listen string) string {
 	if strings.HasPrefix(listen, "http://") || strings.HasPrefix(listen, "https://") {
 		return strings.TrimRight(listen, "/") + "/v1/status"
 	}
@@ -34,40 +36,40 @@ func StatusURL(listen string) string {
 	return "http://" + net.JoinHostPort(host, port) + "/v1/status"
 }
 
-// FetchStatus reads /v1/status from the agent listening on listen
+// fetchStatus reads /v1/status from the agent listening on listen
 // (report.http.listen). A refused connection or a missing socket is
 // reported as ErrNoAgent with a hint.
-func FetchStatus(ctx context.Context, listen string) (StatusResponse, error) {
-	url := StatusURL(listen)
+func fetchStatus(ctx context.Context, listen string) (httpapi.StatusResponse, error) {
+	url := statusURL(listen)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return StatusResponse{}, fmt.Errorf("building status request: %w", err)
+		return httpapi.StatusResponse{}, fmt.Errorf("building status request: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return StatusResponse{}, fmt.Errorf("%w on %s: is the agent running? (systemctl status edgeheal; report.http.listen must be set)", ErrNoAgent, url)
+			return httpapi.StatusResponse{}, fmt.Errorf("%w on %s: is the agent running? (systemctl status edgeheal; report.http.listen must be set)", errNoAgent, url)
 		}
-		return StatusResponse{}, fmt.Errorf("reading %s: %w", url, err)
+		return httpapi.StatusResponse{}, fmt.Errorf("reading %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return StatusResponse{}, fmt.Errorf("reading %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+		return httpapi.StatusResponse{}, fmt.Errorf("reading %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var s StatusResponse
+	var s httpapi.StatusResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&s); err != nil {
-		return StatusResponse{}, fmt.Errorf("decoding %s: %w", url, err)
+		return httpapi.StatusResponse{}, fmt.Errorf("decoding %s: %w", url, err)
 	}
 	return s, nil
 }
 
-// WriteStatusTable writes s for a human: a header with the node, state,
+// writeStatusTable writes s for a human: a header with the node, state,
 // readiness, MQTT and outbox, then one row per check. now makes ages
 // reproducible in tests.
-func WriteStatusTable(w io.Writer, s StatusResponse, now time.Time) error {
+func writeStatusTable(w io.Writer, s httpapi.StatusResponse, now time.Time) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s", orDash(s.Node))
 	if s.Site != "" {

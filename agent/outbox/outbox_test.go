@@ -1,4 +1,4 @@
-package report
+package outbox
 
 import (
 	"fmt"
@@ -31,9 +31,9 @@ func ids(items []Item) []string {
 
 func mustOpen(t *testing.T, dir string, max int) *Outbox {
 	t.Helper()
-	o, err := OpenOutbox(dir, OutboxOptions{Max: max})
+	o, err := Open(dir, Options{Max: max})
 	if err != nil {
-		t.Fatalf("OpenOutbox: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { o.Close() })
 	return o
@@ -164,8 +164,8 @@ func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
 	if diff := cmp.Diff([]string{"ev-002", "ev-003", "ev-004", got[3].Event.ID, "ev-005"}, ids(got)); diff != "" {
 		t.Errorf("pending after the first drop (-want +got):\n%s", diff)
 	}
-	if got[3].Event.Kind != KindOutboxDropped || got[3].Event.Evidence["dropped"] != uint64(2) {
-		t.Errorf("report = %+v, want kind %s with dropped 2", got[3].Event, KindOutboxDropped)
+	if got[3].Event.Kind != KindDropped || got[3].Event.Evidence["dropped"] != uint64(2) {
+		t.Errorf("report = %+v, want kind %s with dropped 2", got[3].Event, KindDropped)
 	}
 	// Another: one more dropped, and the report is superseded, not added.
 	if err := o.Append(event(6)); err != nil {
@@ -177,7 +177,7 @@ func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
 	}
 	var reports []agent.Event
 	for _, it := range got {
-		if it.Event.Kind == KindOutboxDropped {
+		if it.Event.Kind == KindDropped {
 			reports = append(reports, it.Event)
 		}
 	}
@@ -208,7 +208,7 @@ func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, it := range o2.Pending(0) {
-		if it.Event.Kind == KindOutboxDropped && it.Event.Evidence["dropped"] != uint64(4) {
+		if it.Event.Kind == KindDropped && it.Event.Evidence["dropped"] != uint64(4) {
 			t.Errorf("report after reopen: dropped = %v, want 4", it.Event.Evidence["dropped"])
 		}
 	}
@@ -248,8 +248,8 @@ func TestOutboxCompactionKeepsQueuedEventsAndCounts(t *testing.T) {
 }
 
 func TestOutboxRejectsABoundBelowTwo(t *testing.T) {
-	if _, err := OpenOutbox(t.TempDir(), OutboxOptions{Max: 1}); err == nil {
-		t.Error("OpenOutbox with Max 1 succeeded, want an error")
+	if _, err := Open(t.TempDir(), Options{Max: 1}); err == nil {
+		t.Error("Open with Max 1 succeeded, want an error")
 	}
 }
 
@@ -267,16 +267,16 @@ func FuzzOutboxReplay(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "outbox", outboxLog), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o, err := OpenOutbox(dir, OutboxOptions{Max: 10})
+		o, err := Open(dir, Options{Max: 10})
 		if err != nil {
-			t.Fatalf("OpenOutbox on arbitrary bytes: %v", err)
+			t.Fatalf("Open on arbitrary bytes: %v", err)
 		}
 		before := o.Depth()
 		if err := o.Append(agent.Event{ID: "fuzz"}); err != nil {
 			t.Fatal(err)
 		}
 		o.Close()
-		o2, err := OpenOutbox(dir, OutboxOptions{Max: 10})
+		o2, err := Open(dir, Options{Max: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func FuzzOutboxReplay(f *testing.F) {
 }
 
 func BenchmarkOutboxAppend(b *testing.B) {
-	o, err := OpenOutbox(b.TempDir(), OutboxOptions{})
+	o, err := Open(b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

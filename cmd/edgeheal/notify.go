@@ -1,4 +1,4 @@
-package report
+package main
 
 import (
 	"context"
@@ -9,17 +9,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-// Notifier speaks systemd's notify protocol (Type=notify, WatchdogSec=):
+// notifier speaks systemd's notify protocol (Type=notify, WatchdogSec=):
 // READY=1 once wired, WATCHDOG=1 only while the control loop makes
 // progress, STATUS= a one-line summary, RELOADING=1 … READY=1 around a
 // reload, STOPPING=1. Outside systemd (no NOTIFY_SOCKET) every call is a
 // no-op returning nil.
-type Notifier struct {
+type notifier struct {
 	log      *slog.Logger
 	interval time.Duration // watchdog ping period: half of WATCHDOG_USEC; 0 = no watchdog
 
@@ -27,14 +27,14 @@ type Notifier struct {
 	lastStatus string
 }
 
-// NewNotifier reads NOTIFY_SOCKET and WATCHDOG_USEC/WATCHDOG_PID. A bad
+// newNotifier reads NOTIFY_SOCKET and WATCHDOG_USEC/WATCHDOG_PID. A bad
 // WATCHDOG_USEC is returned as an error (and the watchdog stays off).
-func NewNotifier(log *slog.Logger) (*Notifier, error) {
+func newNotifier(log *slog.Logger) (*notifier, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Notifier{log: log}
-	wd, err := daemon.SdWatchdogEnabled(false)
+	n := &notifier{log: log}
+	wd, err := sddaemon.SdWatchdogEnabled(false)
 	if err != nil {
 		return n, fmt.Errorf("reading the systemd watchdog interval: %w", err)
 	}
@@ -43,14 +43,14 @@ func NewNotifier(log *slog.Logger) (*Notifier, error) {
 }
 
 // Enabled reports whether systemd is listening (NOTIFY_SOCKET is set).
-func (n *Notifier) Enabled() bool { return os.Getenv("NOTIFY_SOCKET") != "" }
+func (n *notifier) Enabled() bool { return os.Getenv("NOTIFY_SOCKET") != "" }
 
 // WatchdogInterval is how often RunWatchdog pings: half of WATCHDOG_USEC,
 // as sd_watchdog_enabled(3) advises; 0 when the watchdog is off.
-func (n *Notifier) WatchdogInterval() time.Duration { return n.interval }
+func (n *notifier) WatchdogInterval() time.Duration { return n.interval }
 
-func (n *Notifier) send(state string) error {
-	if _, err := daemon.SdNotify(false, state); err != nil {
+func (n *notifier) send(state string) error {
+	if _, err := sddaemon.SdNotify(false, state); err != nil {
 		return fmt.Errorf("notifying systemd (%s): %w", strings.SplitN(state, "\n", 2)[0], err)
 	}
 	return nil
@@ -58,20 +58,20 @@ func (n *Notifier) send(state string) error {
 
 // Ready sends READY=1. Call it once everything is wired; it must not wait
 // for the network or the broker. After a reload it ends RELOADING=1.
-func (n *Notifier) Ready() error { return n.send(daemon.SdNotifyReady) }
+func (n *notifier) Ready() error { return n.send(sddaemon.SdNotifyReady) }
 
 // Reloading sends RELOADING=1 with MONOTONIC_USEC (required by
 // Type=notify-reload since systemd 253, harmless before). Send Ready when
 // the reload is done, whether it succeeded or not.
-func (n *Notifier) Reloading() error {
-	return n.send(daemon.SdNotifyReloading + "\n" + strings.TrimSuffix(daemon.SdNotifyMonotonicUsec(), "\n"))
+func (n *notifier) Reloading() error {
+	return n.send(sddaemon.SdNotifyReloading + "\n" + strings.TrimSuffix(sddaemon.SdNotifyMonotonicUsec(), "\n"))
 }
 
 // Stopping sends STOPPING=1.
-func (n *Notifier) Stopping() error { return n.send(daemon.SdNotifyStopping) }
+func (n *notifier) Stopping() error { return n.send(sddaemon.SdNotifyStopping) }
 
 // Status sends STATUS=line (made one line), unless it equals the last one sent.
-func (n *Notifier) Status(line string) error {
+func (n *notifier) Status(line string) error {
 	line = strings.Join(strings.Fields(line), " ")
 	n.mu.Lock()
 	if line == n.lastStatus {
@@ -88,7 +88,7 @@ func (n *Notifier) Status(line string) error {
 // since the previous ping: a loop that hangs stops the pings and systemd
 // restarts the service. It returns when ctx is done, at once when the
 // watchdog is off. Run it in a goroutine the caller waits for.
-func (n *Notifier) RunWatchdog(ctx context.Context, progress func() time.Time) {
+func (n *notifier) RunWatchdog(ctx context.Context, progress func() time.Time) {
 	if n.interval <= 0 {
 		return
 	}
@@ -97,7 +97,7 @@ func (n *Notifier) RunWatchdog(ctx context.Context, progress func() time.Time) {
 	n.watchdog(ctx, t.C, progress)
 }
 
-func (n *Notifier) watchdog(ctx context.Context, ticks <-chan time.Time, progress func() time.Time) {
+func (n *notifier) watchdog(ctx context.Context, ticks <-chan time.Time, progress func() time.Time) {
 	var last time.Time
 	for {
 		select {
@@ -111,21 +111,21 @@ func (n *Notifier) watchdog(ctx context.Context, ticks <-chan time.Time, progres
 				continue
 			}
 			last = p
-			if err := n.send(daemon.SdNotifyWatchdog); err != nil {
+			if err := n.send(sddaemon.SdNotifyWatchdog); err != nil {
 				n.log.Warn("systemd watchdog ping failed", "err", err)
 			}
 		}
 	}
 }
 
-// StatusLine summarises the agent in one line for STATUS=: how many checks
+// statusLine summarises the agent in one line for STATUS=: how many checks
 // are healthy, the unhealthy ones, the outbox depth and the MQTT link.
-func StatusLine(checks []agent.Check, outboxDepth int, mqttConnected, mqttEnabled bool) string {
-	sum, state := Summarize(checks)
+func statusLine(checks []agent.Check, outboxDepth int, mqttConnected, mqttEnabled bool) string {
+	state, healthy, total := agent.NodeState(checks)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d/%d checks healthy", state, sum.Healthy, sum.Total)
+	fmt.Fprintf(&b, "%s: %d/%d checks healthy", state, healthy, total)
 	var bad []string
-	for _, c := range sum.Items {
+	for _, c := range checks {
 		if !c.Healthy {
 			bad = append(bad, fmt.Sprintf("%s %s", c.Target, c.State))
 		}

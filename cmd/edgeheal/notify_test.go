@@ -1,4 +1,4 @@
-package report
+package main
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func (s *notifySocket) read(t *testing.T, d time.Duration) string {
 func TestNotifierSendsReadyStatusReloadingAndStopping(t *testing.T) {
 	sock := newNotifySocket(t)
 	t.Setenv("WATCHDOG_USEC", "")
-	n, err := NewNotifier(nil)
+	n, err := newNotifier(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestWatchdogIntervalIsHalfOfWatchdogUsec(t *testing.T) {
 	newNotifySocket(t)
 	t.Setenv("WATCHDOG_USEC", "30000000")
 	t.Setenv("WATCHDOG_PID", "")
-	n, err := NewNotifier(nil)
+	n, err := newNotifier(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestWatchdogIntervalIsHalfOfWatchdogUsec(t *testing.T) {
 		t.Errorf("WatchdogInterval() = %s, want 15s", got)
 	}
 	t.Setenv("WATCHDOG_USEC", "")
-	n, _ = NewNotifier(nil)
+	n, _ = newNotifier(nil)
 	if got := n.WatchdogInterval(); got != 0 {
 		t.Errorf("without WATCHDOG_USEC: WatchdogInterval() = %s, want 0", got)
 	}
@@ -107,7 +107,7 @@ func TestWatchdogIntervalIsHalfOfWatchdogUsec(t *testing.T) {
 
 func TestWatchdogPingsOnlyWhenTheLoopProgressed(t *testing.T) {
 	sock := newNotifySocket(t)
-	n, err := NewNotifier(nil)
+	n, err := newNotifier(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestWatchdogCadenceFromWatchdogUsec(t *testing.T) {
 	sock := newNotifySocket(t)
 	t.Setenv("WATCHDOG_USEC", "100000") // 100 ms: pings every 50 ms
 	t.Setenv("WATCHDOG_PID", "")
-	n, err := NewNotifier(nil)
+	n, err := newNotifier(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestStatusLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := StatusLine(tt.checks, tt.depth, tt.conn, tt.mqtt); got != tt.want {
+			if got := statusLine(tt.checks, tt.depth, tt.conn, tt.mqtt); got != tt.want {
 				t.Errorf("got  %q\nwant %q", got, tt.want)
 			}
 		})

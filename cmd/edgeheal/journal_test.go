@@ -1,4 +1,4 @@
-package report
+package main
 
 import (
 	"log/slog"
@@ -28,7 +28,7 @@ func (f *fakeJournal) send(msg string, p journal.Priority, vars map[string]strin
 
 func TestJournalHandlerSendsStructuredFields(t *testing.T) {
 	fj := &fakeJournal{}
-	h := NewJournalHandler("edgeheal", slog.LevelInfo)
+	h := newJournalHandler("edgeheal", slog.LevelInfo)
 	h.send = fj.send
 	log := slog.New(h).With("target", "wg0")
 	log.Debug("not sent")
@@ -61,7 +61,7 @@ func TestJournalHandlerSendsStructuredFields(t *testing.T) {
 func TestLogHandlerFallsBackToTextOutsideTheJournal(t *testing.T) {
 	t.Setenv("JOURNAL_STREAM", "")
 	var b strings.Builder
-	slog.New(LogHandler(&b, slog.LevelInfo, "edgeheal")).Info("hello", "target", "wg0")
+	slog.New(logHandler(&b, slog.LevelInfo, "edgeheal")).Info("hello", "target", "wg0")
 	if !strings.Contains(b.String(), "msg=hello target=wg0") {
 		t.Errorf("text output = %q", b.String())
 	}

@@ -1,23 +1,20 @@
-package report
+package httpapi
 
 import (
-	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/metrics"
+	"github.com/edgeheal/edgeheal/agent/mqtt"
 )
 
 // fakeAgent is a hand-written AgentState that logs calls.
@@ -79,7 +76,7 @@ func TestHealthEndpoints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := tt.started
-			s := NewServer(ServerOptions{State: tt.agent, Metrics: NewMetrics(MetricsOptions{Version: "t"}), Now: func() time.Time { return clock }})
+			s := NewServer(ServerOptions{State: tt.agent, Metrics: metrics.New(metrics.Options{Version: "t"}).Handler(), Now: func() time.Time { return clock }})
 			clock = testNow
 			rec := httptest.NewRecorder()
 			s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", tt.path, nil))
@@ -93,104 +90,74 @@ func TestHealthEndpoints(t *testing.T) {
 	}
 }
 
-func statusAgent() *fakeAgent {
-	return &fakeAgent{
-		ready:    true,
-		progress: testNow.Add(-2 * time.Second),
-		checks: []agent.Check{
-			{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true, LastAction: "offload-off", Since: testNow.Add(-3 * time.Hour)},
-			{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false, LastAction: "handshake", Detail: "probe 10.0.0.1 failed 3 times", Since: testNow.Add(-40 * time.Second)},
-		},
-	}
+type fakeOutboxStats struct {
+	depth   int
+	dropped uint64
 }
 
-func TestStatusCommandShowsARunningAgent(t *testing.T) {
+func (f fakeOutboxStats) Depth() int      { return f.depth }
+func (f fakeOutboxStats) Dropped() uint64 { return f.dropped }
+
+func TestStatusShowsChecksOutboxAndMQTT(t *testing.T) {
 	s := NewServer(ServerOptions{
-		Listen: "127.0.0.1:0", State: statusAgent(), Outbox: fakeOutboxStats{3, 7},
-		MQTT: func() PublisherInfo {
-			return PublisherInfo{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
+		State: &fakeAgent{ready: true, progress: testNow.Add(-2 * time.Second), checks: []agent.Check{
+			{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
+			{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false},
+		}},
+		Outbox: fakeOutboxStats{3, 7},
+		MQTT: func() mqtt.Info {
+			return mqtt.Info{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
 		},
-		Info: func() NodeInfo {
-			return NodeInfo{Node: "edge-17", Site: "plant-7", Version: "1.2.3", ConfigRevision: "r42"}
-		},
-		Now: func() time.Time { return testNow },
+		Info: func() NodeInfo { return NodeInfo{Node: "edge-17", Version: "1.2.3"} },
+		Now:  func() time.Time { return testNow },
 	})
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status", nil))
+	var got StatusResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("/v1/status: %v: %s", err, rec.Body.String())
 	}
-	defer s.Shutdown(context.Background())
-	got, err := FetchStatus(context.Background(), s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != StateDegraded || got.Outbox.Depth != 3 || got.MQTT.Session != 12 || len(got.Checks) != 2 {
+	if got.State != agent.StateDegraded || got.Outbox.Depth != 3 || got.Outbox.Dropped != 7 || got.MQTT.Session != 12 || len(got.Checks) != 2 || got.Node != "edge-17" {
 		t.Errorf("status = %+v", got)
 	}
-	var buf bytes.Buffer
-	if err := WriteStatusTable(&buf, got, testNow); err != nil {
-		t.Fatal(err)
-	}
-	golden := filepath.Join("testdata", "status.golden")
-	if *update {
-		os.WriteFile(golden, buf.Bytes(), 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), buf.String()); diff != "" {
-		t.Errorf("status table (-want +got):\n%s", diff)
-	}
 }
 
-func TestStatusCommandSaysWhenNoAgentRuns(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
-	_, err = FetchStatus(context.Background(), addr)
-	if !errors.Is(err, ErrNoAgent) {
-		t.Fatalf("err = %v, want ErrNoAgent", err)
-	}
-	if !strings.Contains(err.Error(), "is the agent running?") {
-		t.Errorf("err = %q, want a hint", err)
-	}
-}
-
-func TestStatusURL(t *testing.T) {
-	tests := []struct{ listen, want string }{
-		{"127.0.0.1:9101", "http://127.0.0.1:9101/v1/status"},
-		{":9101", "http://127.0.0.1:9101/v1/status"},
-		{"0.0.0.0:9101", "http://127.0.0.1:9101/v1/status"},
-		{"[::]:9101", "http://127.0.0.1:9101/v1/status"},
-		{"[::1]:9101", "http://[::1]:9101/v1/status"},
-		{"http://10.1.2.3:80/", "http://10.1.2.3:80/v1/status"},
-	}
-	for _, tt := range tests {
-		if got := StatusURL(tt.listen); got != tt.want {
-			t.Errorf("StatusURL(%q) = %q, want %q", tt.listen, got, tt.want)
-		}
-	}
-}
-
-func TestServerShutdownEndsServing(t *testing.T) {
+func TestServerRunServesUntilItsContextEnds(t *testing.T) {
 	s := NewServer(ServerOptions{Listen: "127.0.0.1:0", State: &fakeAgent{}})
-	if err := s.Start(); err != nil {
+	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
 	addr := s.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
 	resp, err := http.Get("http://" + addr + "/livez")
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if err := s.Shutdown(context.Background()); err != nil {
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve returned %v after its context ended, want nil", err)
+	}
+	if _, err := http.Get("http://" + addr + "/livez"); err == nil {
+		t.Error("still serving after Serve returned")
+	}
+	if s.Addr() != nil {
+		t.Errorf("Addr = %v after Serve returned, want nil", s.Addr())
+	}
+}
+
+func TestServerRunFailsOnATakenPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FetchStatus(context.Background(), addr); !errors.Is(err, ErrNoAgent) {
-		t.Errorf("after Shutdown: err = %v, want ErrNoAgent", err)
+	defer l.Close()
+	s := NewServer(ServerOptions{Listen: l.Addr().String(), State: &fakeAgent{}})
+	err = s.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), l.Addr().String()) {
+		t.Errorf("Run on a taken port = %v, want an error naming the address", err)
 	}
 }

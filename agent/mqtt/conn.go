@@ -1,0 +1,327 @@
+package mqtt
+
+// One broker connection: connect with a Will of its own session, then
+// serve status and queued events on it until it breaks or the publisher
+// stops.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// link is one broker connection.
+type link struct {
+	c       paho.Client
+	session uint64
+	lost    chan error // connection lost (buffered, 1)
+	raw     func() net.Conn
+}
+
+// abort closes the TCP connection without an MQTT DISCONNECT, so the broker
+// publishes the Will: the cloud must not keep seeing a stale "online" while
+// this node is reconnecting or gone.
+func (l *link) abort() {
+	if c := l.raw(); c != nil {
+		c.Close()
+	}
+	l.c.Disconnect(0) // releases paho's goroutines; the DISCONNECT cannot reach the broker now
+}
+
+// connect makes a new client whose Will carries a new session number and
+// connects it. It waits at most about 2×DialTimeout, even if ctx is done,
+// so that a Stop during a connect can still say goodbye.
+func (p *Publisher) connect(ctx context.Context) (*link, error) {
+	tc, password, err := p.credentials()
+	if err != nil {
+		return nil, err
+	}
+	session := p.opts.Session.Next()
+	p.session.Store(session)
+	will, err := json.Marshal(StatusMessage{V: PayloadVersion, State: StateLost, Session: session})
+	if err != nil {
+		return nil, err
+	}
+	var (
+		rawMu sync.Mutex
+		raw   net.Conn
+	)
+	o := paho.NewClientOptions().
+		AddBroker(p.opts.Config.Broker).
+		SetClientID(p.clientID).
+		// Set explicitly: left at 0, paho falls back to 3.1 on a refused
+		// CONNECT and doubles the time a dead broker costs.
+		SetProtocolVersion(4).
+		// The outbox is the durable queue; paho's store only holds what is
+		// in flight on this one connection.
+		SetCleanSession(true).
+		SetStore(paho.NewMemoryStore()).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(p.opts.DialTimeout).
+		SetWriteTimeout(p.opts.DialTimeout).
+		SetKeepAlive(30*time.Second).
+		SetPingTimeout(10*time.Second).
+		SetOrderMatters(false).
+		SetBinaryWill(p.StatusTopic(), will, 1, true).
+		// Our own dial: a dial timeout of our choosing, no proxy from the
+		// environment (the report path is the host network, direct), and a
+		// handle on the TCP connection for abort.
+		SetCustomOpenConnectionFn(func(uri *url.URL, _ paho.ClientOptions) (net.Conn, error) {
+			c, err := p.dial(tc)
+			if err == nil {
+				rawMu.Lock()
+				raw = c
+				rawMu.Unlock()
+			}
+			return c, err
+		})
+	if p.opts.Config.Username != "" {
+		o.SetUsername(p.opts.Config.Username)
+	}
+	if password != "" {
+		o.SetPassword(password)
+	}
+	lost := make(chan error, 1)
+	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+	})
+	c := paho.NewClient(o)
+	tok := c.Connect()
+	if !tok.WaitTimeout(2*p.opts.DialTimeout + time.Second) {
+		c.Disconnect(0)
+		return nil, fmt.Errorf("connecting to %s: no CONNACK within %s", p.opts.Config.Broker, 2*p.opts.DialTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", p.opts.Config.Broker, err)
+	}
+	return &link{c: c, session: session, lost: lost, raw: func() net.Conn {
+		rawMu.Lock()
+		defer rawMu.Unlock()
+		return raw
+	}}, nil
+}
+
+// errSetup marks what keeps the publisher from connecting that is no
+// observation of the network: a TLS file or the password file that cannot
+// be read. The publisher returns it from Run, so the supervisor reports
+// the component as failed and runs it again later.
+var errSetup = errors.New("mqtt publisher set-up")
+
+// credentials loads the TLS files and the password, at every connection
+// attempt, so that a rotated certificate or password is picked up.
+func (p *Publisher) credentials() (*tls.Config, string, error) {
+	var tc *tls.Config
+	if p.broker.TLS {
+		var err error
+		if tc, err = p.opts.Config.TLS.ClientConfig(p.broker.Host); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", errSetup, err)
+		}
+	}
+	password := ""
+	if f := p.opts.Config.PasswordFile; f != "" {
+		var err error
+		if password, err = configs.ReadPassword(f); err != nil {
+			return nil, "", fmt.Errorf("%w: %w", errSetup, err)
+		}
+	}
+	return tc, password, nil
+}
+
+// dial opens the TCP (and TLS) connection to the broker, over the host
+// network and without a proxy from the environment, within DialTimeout.
+func (p *Publisher) dial(tc *tls.Config) (net.Conn, error) {
+	d := &net.Dialer{Timeout: p.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	if tc == nil {
+		return d.Dial("tcp", p.broker.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.DialTimeout)
+	defer cancel()
+	return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", p.broker.Addr())
+}
+
+// progressEvery is how often an idle connection still marks progress.
+const progressEvery = 30 * time.Second
+
+// serve runs one connection: status on connect, on change and on the
+// heartbeat; queued events in order. It returns nil after a clean goodbye
+// (ctx done) and an error when the connection was lost.
+func (p *Publisher) serve(ctx context.Context, l *link) error {
+	c, session, lost := l.c, l.session, l.lost
+	// fail ends the connection after an error: a goodbye if we are
+	// stopping anyway, otherwise an abort that lets the Will speak.
+	fail := func(err error) error {
+		if ctx.Err() != nil {
+			p.goodbye(c, session)
+			return nil
+		}
+		l.abort()
+		return err
+	}
+	var lastBody []byte // last status published, without its timestamp
+	publishStatus := func(force bool) error {
+		msg := p.status("", session, time.Now())
+		// A change is a change of what the cloud acts on: states, health,
+		// last actions, revision. Details (ages, counters) ride along but do
+		// not trigger a publish of their own; the heartbeat refreshes them.
+		key := msg
+		key.TS = time.Time{}
+		key.Checks = &ChecksSummary{Total: msg.Checks.Total, Healthy: msg.Checks.Healthy}
+		for _, it := range msg.Checks.Items {
+			it.Detail = ""
+			key.Checks.Items = append(key.Checks.Items, it)
+		}
+		kb, _ := json.Marshal(key)
+		if !force && bytes.Equal(kb, lastBody) {
+			return nil
+		}
+		b, err := json.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		if err := p.wait(ctx, c.Publish(p.StatusTopic(), 1, true, b), lost); err != nil {
+			return fmt.Errorf("publishing status: %w", err)
+		}
+		lastBody = kb
+		return nil
+	}
+	if err := publishStatus(true); err != nil {
+		return fail(err)
+	}
+	heartbeat := time.NewTicker(p.opts.Heartbeat)
+	defer heartbeat.Stop()
+	alive := time.NewTicker(progressEvery)
+	defer alive.Stop()
+	drain := true
+	for {
+		p.tick()
+		if drain {
+			drain = false
+			more, err := p.publishEvents(ctx, c, lost)
+			if err != nil {
+				// No PUBACK in time (or the link broke): the connection
+				// is not to be trusted. Reconnect; the events stay queued.
+				return fail(err)
+			}
+			drain = more
+		}
+		if drain {
+			// Between batches, let a status change through first.
+			select {
+			case <-p.changed:
+				if err := publishStatus(false); err != nil {
+					return fail(err)
+				}
+			default:
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			p.goodbye(c, session)
+			return nil
+		case err := <-lost:
+			c.Disconnect(0)
+			return fmt.Errorf("connection lost: %w", err)
+		case <-p.changed:
+			if err := publishStatus(false); err != nil {
+				return fail(err)
+			}
+		case <-heartbeat.C:
+			if err := publishStatus(true); err != nil {
+				return fail(err)
+			}
+		case <-p.opts.Outbox.Changed():
+			drain = true
+		case <-alive.C:
+		}
+	}
+}
+
+// publishEvents publishes up to Window queued events, waits for their
+// PUBACKs and acks each acknowledged one in the outbox. more is true when
+// the whole window went through (there may be more queued).
+func (p *Publisher) publishEvents(ctx context.Context, c paho.Client, lost chan error) (more bool, err error) {
+	items := p.opts.Outbox.Pending(p.opts.Window)
+	if len(items) == 0 || ctx.Err() != nil {
+		return false, nil
+	}
+	toks := make([]paho.Token, len(items))
+	for i, it := range items {
+		b, err := json.Marshal(EventMessage{V: PayloadVersion, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Event: it.Event})
+		if err != nil {
+			// Cannot happen for JSON-decoded events; never let one event
+			// block the queue forever.
+			p.log.Error("dropping unencodable event", "event_id", it.Event.ID, "err", err)
+			p.opts.Outbox.Ack(it.Seq)
+			continue
+		}
+		toks[i] = c.Publish(p.EventTopic(), 1, false, b)
+	}
+	for i, tok := range toks {
+		if tok == nil {
+			continue
+		}
+		if werr := p.wait(ctx, tok, lost); werr != nil {
+			if err == nil {
+				err = fmt.Errorf("publishing event %s: %w", items[i].Event.ID, werr)
+			}
+			continue
+		}
+		if aerr := p.opts.Outbox.Ack(items[i].Seq); aerr != nil && err == nil {
+			err = aerr
+		}
+	}
+	return err == nil && len(items) == p.opts.Window, err
+}
+
+// wait waits for a token up to AckTimeout, or until ctx is done (a Stop
+// must not wait for a hung broker). A lost connection fails it at
+// once (paho completes in-flight tokens with an error too; this is the
+// belt to that brace), and the loss is put back for the caller's select.
+func (p *Publisher) wait(ctx context.Context, tok paho.Token, lost chan error) error {
+	t := time.NewTimer(p.opts.AckTimeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("stopping: %w", ctx.Err())
+	case <-tok.Done():
+		return tok.Error()
+	case err := <-lost:
+		select {
+		case lost <- err:
+		default:
+		}
+		return fmt.Errorf("connection lost: %w", err)
+	case <-t.C:
+		return fmt.Errorf("no acknowledgement within %s", p.opts.AckTimeout)
+	}
+}
+
+// goodbye publishes `offline` (retained) and disconnects cleanly, so the
+// broker discards the Will.
+func (p *Publisher) goodbye(c paho.Client, session uint64) {
+	b, err := json.Marshal(p.status(StateOffline, session, time.Now()))
+	if err == nil {
+		tok := c.Publish(p.StatusTopic(), 1, true, b)
+		if !tok.WaitTimeout(2*time.Second) || tok.Error() != nil {
+			p.log.Warn("mqtt offline status not acknowledged", "session", session, "err", tok.Error())
+		}
+	}
+	c.Disconnect(250)
+	p.log.Info("mqtt disconnected", "session", session)
+}
