@@ -2,51 +2,49 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/edgeheal/edgeheal/configs"
 )
 
-// Part is one part of the agent (the offload guard, the tunnel monitor,
-// the workload monitor). Run owns the part's state in its own goroutine
-// and returns nil when ctx is cancelled; Checks returns a snapshot and is
-// safe to call from any goroutine.
-type Part interface {
-	Run(ctx context.Context) error
-	Checks() []Check
+// Options are what an Agent runs with besides its config.
+type Options struct {
+	OS   OS
+	Log  *slog.Logger // nil: nothing is logged
+	Emit Emit         // events (the Recorder's Emit); nil: dropped
+	// Reporting are the components that live as long as the process and
+	// do not follow the config's uplinks, tunnels and workloads: the
+	// outbox, the MQTT publisher, the HTTP API. A reload keeps them.
+	Reporting []Component
+	// OnRound, if set, is called after every sweep with the current checks
+	// (from the agent's goroutine: it must not block): the wiring feeds
+	// metrics, the MQTT status and systemd's STATUS= from it.
+	OnRound func(checks []Check)
+	// OnProbe, if set, receives every active probe (the metrics).
+	OnProbe func(ProbeSample)
 }
 
-// Builder makes the components for a config. The wiring (which real
-// adapters to use) lives in cmd/edgeheal; the agent only runs what it gets.
-type Builder func(cfg *configs.Config) ([]Part, error)
-
-// Agent supervises the components built for the current config, swaps them
+// Agent runs the components for its config under a supervisor, swaps them
 // on reload, and keeps the progress and readiness that /livez, /readyz and
-// the systemd watchdog report.
+// the systemd watchdog report. All methods are safe to call from any
+// goroutine.
 type Agent struct {
-	log   *slog.Logger
-	build Builder
-	now   func() time.Time
-
+	opts   Options
+	log    *slog.Logger
 	reload chan reloadReq
 
-	// OnRound, if set before Run, is called after every tick with the
-	// current checks (from the loop's goroutine: it must not block): the
-	// wiring feeds metrics, the MQTT status and systemd's STATUS= from it.
-	OnRound func(checks []Check)
-
-	mu         sync.Mutex
-	cfg        *configs.Config
-	components []Part
-	progress   time.Time // the loop's last tick
-	rounds     uint64
-	ready      bool
-	notReady   string
+	mu       sync.Mutex
+	cfg      *configs.Config
+	sup      *Supervisor
+	parts    *parts
+	status   []ComponentStatus // as of the last sweep
+	progress time.Time         // the last sweep at which every running component was fresh
+	swept    bool
 }
 
 type reloadReq struct {
@@ -54,16 +52,22 @@ type reloadReq struct {
 	done chan error
 }
 
-// New returns an agent for cfg. It starts nothing until Run.
-func New(cfg *configs.Config, build Builder, log *slog.Logger) *Agent {
-	return &Agent{
-		log:      log,
-		build:    build,
-		now:      time.Now,
-		reload:   make(chan reloadReq),
-		cfg:      cfg,
-		notReady: "starting",
+// New returns an agent for cfg (loaded and validated). It starts nothing
+// until Run.
+func New(cfg *configs.Config, opts Options) *Agent {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Emit == nil {
+		opts.Emit = func(Event) {}
+	}
+	return &Agent{opts: opts, log: opts.Log, reload: make(chan reloadReq), cfg: cfg}
+}
+
+// Report adds components that live as long as the process (see
+// Options.Reporting). Call it before Run.
+func (a *Agent) Report(cs ...Component) {
+	a.opts.Reporting = append(a.opts.Reporting, cs...)
 }
 
 // Config returns the config the agent runs with.
@@ -73,95 +77,88 @@ func (a *Agent) Config() *configs.Config {
 	return a.cfg
 }
 
-// Run builds and starts the components, ticks at cfg.Interval to mark
-// progress, and swaps components on Reload. It returns nil once ctx is
-// cancelled and every component has returned; an error only if the first
-// build fails.
+// Run starts the reporting components and the config's components, sweeps
+// their health at the config's interval, and swaps the config's components
+// on Reload, until ctx ends; then it stops everything and returns nil. A
+// component that cannot start does not stop the others: the supervisor
+// reports it and runs it again.
 func (a *Agent) Run(ctx context.Context) error {
-	comps, err := a.build(a.Config())
-	if err != nil {
-		a.setNotReady(err.Error())
-		return fmt.Errorf("starting components: %w", err)
+	sup := NewSupervisor(a.log.With("component", "supervisor"), a.opts.Emit, a.opts.OS.Clock.Now)
+	// The config's components first: the offload guard is what keeps the
+	// node's tunnel alive, so it starts before anything else.
+	p := buildParts(a.Config(), a.opts)
+	a.mu.Lock()
+	a.sup, a.parts = sup, p
+	a.mu.Unlock()
+	p.start(ctx, sup)
+	for _, c := range a.opts.Reporting {
+		sup.Start(ctx, c)
 	}
-	stop := a.start(ctx, comps)
-	defer func() { stop() }()
+	defer sup.Wait()
 
 	interval := a.Config().Interval.D()
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	a.tick()
+	a.sweep()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			a.tick()
+			a.sweep()
 		case req := <-a.reload:
-			comps, err := a.build(req.cfg)
-			if err != nil {
-				// Keep the running components: they work with the old config.
-				req.done <- fmt.Errorf("applying new config: %w", err)
-				continue
-			}
-			stop()
-			a.mu.Lock()
-			a.cfg = req.cfg
-			a.mu.Unlock()
-			stop = a.start(ctx, comps)
+			a.swap(ctx, req.cfg)
 			if d := req.cfg.Interval.D(); d != interval {
 				interval = d
 				t.Reset(interval)
 			}
 			req.done <- nil
+			a.sweep()
 		}
 	}
 }
 
-// start runs comps, each in a goroutine, and returns a func that stops and
-// waits for them.
-func (a *Agent) start(ctx context.Context, comps []Part) (stop func()) {
-	cctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, c := range comps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.Run(cctx); err != nil && !errors.Is(err, context.Canceled) {
-				a.log.Error("component stopped", "component", fmt.Sprintf("%T", c), "error", err)
-			}
-		}()
-	}
+// swap stops the config's components and starts those of cfg.
+func (a *Agent) swap(ctx context.Context, cfg *configs.Config) {
+	next := buildParts(cfg, a.opts)
 	a.mu.Lock()
-	a.components = comps
+	old, sup := a.parts, a.sup
 	a.mu.Unlock()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	sup.Stop(old.owns)
+	a.mu.Lock()
+	a.cfg, a.parts = cfg, next
+	a.mu.Unlock()
+	next.start(ctx, sup)
 }
 
-func (a *Agent) tick() {
+// sweep reads every component's health: progress moves only while every
+// running component makes progress within its deadline (a component stuck
+// in netlink, D-Bus or disk I/O stops the watchdog).
+func (a *Agent) sweep() {
 	a.mu.Lock()
-	a.progress = a.now()
-	a.rounds++
-	if !a.ready {
-		a.ready, a.notReady = true, ""
+	sup := a.sup
+	a.mu.Unlock()
+	now := a.opts.OS.Clock.Now()
+	st := sup.Status(now)
+	fresh := true
+	for _, c := range st {
+		if c.State == ComponentStale {
+			fresh = false
+		}
+	}
+	a.mu.Lock()
+	a.status, a.swept = st, true
+	if fresh {
+		a.progress = now
 	}
 	a.mu.Unlock()
-	if a.OnRound != nil {
-		a.OnRound(a.Checks())
+	if a.opts.OnRound != nil {
+		a.opts.OnRound(a.Checks())
 	}
 }
 
-func (a *Agent) setNotReady(reason string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.ready, a.notReady = false, reason
-}
-
-// Reload swaps in cfg (already loaded and validated by the caller). If the
-// components cannot be built for it, the running ones stay and the error
-// says why. It blocks until the agent applied or refused cfg, or ctx ends.
+// Reload swaps in cfg (already loaded and validated by the caller). It
+// blocks until the agent applied it, or ctx ends.
 func (a *Agent) Reload(ctx context.Context, cfg *configs.Config) error {
 	req := reloadReq{cfg: cfg, done: make(chan error, 1)}
 	select {
@@ -177,36 +174,62 @@ func (a *Agent) Reload(ctx context.Context, cfg *configs.Config) error {
 	}
 }
 
-// LastProgress is when the loop last ticked; the zero time before the first.
+// LastProgress is the last sweep at which every running component made
+// progress within its deadline; the zero time before the first.
 func (a *Agent) LastProgress() time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.progress
 }
 
-// Rounds counts loop ticks.
-func (a *Agent) Rounds() uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.rounds
-}
-
-// Ready reports whether the config is loaded, the components are running and
-// the first round is done; if not, why.
+// Ready reports whether every component runs and has made progress (the
+// config is loaded, its handles open, its first round done); if not,
+// which components are not and why.
 func (a *Agent) Ready() (bool, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.ready, a.notReady
+	if !a.swept {
+		return false, "starting"
+	}
+	var why []string
+	for _, c := range a.status {
+		if c.State != ComponentOK {
+			why = append(why, fmt.Sprintf("%s: %s: %s", c.Name, c.State, c.Detail))
+		}
+	}
+	if len(why) > 0 {
+		return false, strings.Join(why, "; ")
+	}
+	return true, ""
 }
 
-// Checks gathers every component's checks, sorted by kind and target.
+// WorkloadReady answers /readyz/workload/<name> (see WorkloadMonitor.Ready).
+func (a *Agent) WorkloadReady(name string) (bool, string, bool) {
+	a.mu.Lock()
+	p := a.parts
+	a.mu.Unlock()
+	if p == nil || p.workloads == nil {
+		return false, "", false
+	}
+	return p.workloads.Ready(name)
+}
+
+// Checks gathers the component checks (as of the last sweep) and every
+// component's checks of its targets, sorted by kind and target.
 func (a *Agent) Checks() []Check {
 	a.mu.Lock()
-	comps := a.components
+	st, sup := a.status, a.sup
 	a.mu.Unlock()
 	var out []Check
-	for _, c := range comps {
-		out = append(out, c.Checks()...)
+	for _, c := range st {
+		out = append(out, c.Check())
+	}
+	if sup != nil {
+		for _, c := range sup.Components() {
+			if ch, ok := c.(Checker); ok {
+				out = append(out, ch.Checks()...)
+			}
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
@@ -215,4 +238,16 @@ func (a *Agent) Checks() []Check {
 		return out[i].Target < out[j].Target
 	})
 	return out
+}
+
+// Evidence collects an incident's evidence sections for what the running
+// config watches: the Recorder's collect function.
+func (a *Agent) Evidence() map[string]any {
+	cfg := a.Config()
+	src := EvidenceSources{WG: a.opts.OS.WireGuard, Net: a.opts.OS.Links, SNMPPath: a.opts.OS.SNMPPath,
+		Checks: a.Checks, Now: a.opts.OS.Clock.Now}
+	for _, t := range cfg.Tunnels {
+		src.Tunnels = append(src.Tunnels, t.Interface)
+	}
+	return src.Collect()
 }

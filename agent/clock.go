@@ -1,6 +1,13 @@
 package agent
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/edgeheal/edgeheal/probes"
+)
 
 // clockVerdict is the clock-sanity policy for tunnel repairs. WireGuard peers
 // reject a handshake initiation whose TAI64N timestamp is not later than the
@@ -19,7 +26,7 @@ import "fmt"
 //
 // ok is true when every disruptive rung may run; soft is true when only the
 // bouncing ones are held; cause says why not.
-func clockVerdict(cs ClockStatus, err error) (ok, soft bool, cause string) {
+func clockVerdict(cs probes.ClockStatus, err error) (ok, soft bool, cause string) {
 	detail := ""
 	if cs.Detail != "" {
 		detail = " (" + cs.Detail + ")"
@@ -37,7 +44,7 @@ func clockVerdict(cs ClockStatus, err error) (ok, soft bool, cause string) {
 
 // clockCheck is the clock's check: unsynchronised is a warning (healthy,
 // state "unsynchronised"), stepped back or unreadable is unhealthy.
-func clockCheck(cs ClockStatus, err error) Check {
+func clockCheck(cs probes.ClockStatus, err error) Check {
 	ok, soft, cause := clockVerdict(cs, err)
 	c := Check{Kind: KindClock, Target: "system", State: "ok", Healthy: ok || soft, Detail: cause}
 	switch {
@@ -47,4 +54,92 @@ func clockCheck(cs ClockStatus, err error) Check {
 		c.State = "suspect"
 	}
 	return c
+}
+
+// ClockGuard reads the kernel's clock status for the tunnels' ladders and
+// shows it as the "clock" check. It is the component "clock": it samples
+// every clockEvery, so that a step back between two incidents is seen and
+// the check stays fresh, and a ladder that needs the verdict reads the
+// clock again if the last sample is older than a second. Safe for
+// concurrent use.
+type ClockGuard struct {
+	clock Clock
+
+	mu       sync.Mutex
+	status   probes.ClockStatus
+	err      error
+	read     bool
+	at       time.Time // when status was read
+	progress time.Time
+}
+
+// clockEvery is how often the clock guard samples the clock.
+const clockEvery = 10 * time.Second
+
+var (
+	_ Component = (*ClockGuard)(nil)
+	_ Checker   = (*ClockGuard)(nil)
+)
+
+// NewClockGuard returns a guard over clock.
+func NewClockGuard(clock Clock) *ClockGuard { return &ClockGuard{clock: clock} }
+
+// Name implements Component.
+func (c *ClockGuard) Name() string { return "clock" }
+
+// Health implements Component.
+func (c *ClockGuard) Health() Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Health{LastProgress: c.progress, Deadline: 3 * clockEvery}
+}
+
+// Run samples the clock every clockEvery until ctx ends.
+func (c *ClockGuard) Run(ctx context.Context) error {
+	t := time.NewTicker(clockEvery)
+	defer t.Stop()
+	for {
+		c.sample()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (c *ClockGuard) sample() (probes.ClockStatus, error) {
+	cs, err := c.clock.Status()
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.status, c.err, c.read, c.at, c.progress = cs, err, true, now, now
+	return cs, err
+}
+
+// verdict is clockVerdict on a sample at most a second old.
+func (c *ClockGuard) verdict() (ok, soft bool, cause string) {
+	c.mu.Lock()
+	cs, err, fresh := c.status, c.err, c.read && c.clock.Now().Sub(c.at) < time.Second
+	c.mu.Unlock()
+	if !fresh {
+		cs, err = c.sample()
+	}
+	return clockVerdict(cs, err)
+}
+
+// Checks implements Checker: the clock check, once the clock was read.
+func (c *ClockGuard) Checks() []Check {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.read {
+		return nil
+	}
+	return []Check{clockCheck(c.status, c.err)}
+}
+
+// Check reads the clock once, for `edgeheal check`.
+func (c *ClockGuard) Check() Check {
+	cs, err := c.clock.Status()
+	return clockCheck(cs, err)
 }

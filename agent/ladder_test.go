@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/probes"
 )
 
 func TestLadderDecide(t *testing.T) {
@@ -164,21 +165,21 @@ func TestActionBudgetCooldownOutlivesWindow(t *testing.T) {
 func TestClockVerdict(t *testing.T) {
 	tests := []struct {
 		name     string
-		cs       ClockStatus
+		cs       probes.ClockStatus
 		err      error
 		wantOK   bool
 		wantSoft bool
 		want     string
 	}{
-		{name: "a synchronised clock lets repairs run", cs: ClockStatus{Synchronized: true}, wantOK: true},
+		{name: "a synchronised clock lets repairs run", cs: probes.ClockStatus{Synchronized: true}, wantOK: true},
 		{
 			name: "a clock that stepped back is the likely cause",
-			cs:   ClockStatus{Synchronized: true, SteppedBack: true, Detail: "wall clock 42s behind"},
+			cs:   probes.ClockStatus{Synchronized: true, SteppedBack: true, Detail: "wall clock 42s behind"},
 			want: "clock stepped back (wall clock 42s behind): peers drop handshakes with an older timestamp; likely cause, not bouncing the tunnel",
 		},
 		{
 			name:     "an unsynchronised clock is only a doubt: the bouncing rungs are held",
-			cs:       ClockStatus{},
+			cs:       probes.ClockStatus{},
 			wantSoft: true,
 			want:     "clock not synchronised: if peers drop our handshakes this is the likely cause; not bouncing the tunnel",
 		},

@@ -2,52 +2,52 @@ package agent
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/edgeheal/edgeheal/configs"
-	"github.com/edgeheal/edgeheal/probes"
+	"github.com/edgeheal/edgeheal/netfix"
+	"github.com/edgeheal/edgeheal/netfix/netfixtest"
 )
 
-// fakeFeatures is a hand-written probes.FeatureReader.
-type fakeFeatures map[string][]probes.Feature
-
-func (f fakeFeatures) Features(link string) ([]probes.Feature, error) {
-	fs, ok := f[link]
-	if !ok {
-		return nil, fmt.Errorf("link %s: %w", link, os.ErrNotExist)
+func vethFeatures(ipGenericOn bool) map[string]netfix.FeatureState {
+	on := netfix.FeatureState{Active: true, Requested: true, Changeable: true}
+	off := netfix.FeatureState{Changeable: true}
+	fixedOff := netfix.FeatureState{}
+	ipGeneric := off
+	if ipGenericOn {
+		ipGeneric = on
 	}
-	return fs, nil
-}
-
-func vethFeatures(ipGenericOn bool) []probes.Feature {
-	return []probes.Feature{
-		{Name: "rx-gro"},
-		{Name: "tx-checksum-fcoe-crc", Fixed: true},
-		{Name: "tx-checksum-ip-generic", On: ipGenericOn},
-		{Name: "tx-checksum-ipv4", Fixed: true},
-		{Name: "tx-checksum-ipv6", Fixed: true},
-		{Name: "tx-checksum-sctp"},
-		{Name: "tx-tcp-segmentation", On: true},
+	return map[string]netfix.FeatureState{
+		"rx-gro": off, "tx-checksum-fcoe-crc": fixedOff, "tx-checksum-ip-generic": ipGeneric,
+		"tx-checksum-ipv4": fixedOff, "tx-checksum-ipv6": fixedOff, "tx-checksum-sctp": off,
+		"tx-tcp-segmentation": on,
 	}
 }
 
-func TestCheckUplinks(t *testing.T) {
-	links := newFakeLinks()
-	links.Add("wwan0")
-	links.Add("eth0")
-	nic := fakeFeatures{"wwan0": vethFeatures(true), "eth0": vethFeatures(false)}
+// checkGuard is a guard over a fake NIC and links, for its one-shot Check.
+func checkGuard(uplinks []configs.Uplink, links map[string]map[string]netfix.FeatureState) (*OffloadGuard, *netfixtest.NIC) {
+	os := testOS()
+	nic, fl := netfixtest.NewNIC(), newFakeLinks()
+	for name, fs := range links {
+		nic.SetLink(name, fs)
+		fl.Add(name)
+	}
+	os.NIC, os.Links = nic, fl
+	return NewOffloadGuard(OffloadGuardConfig{Uplinks: uplinks, OS: os}), nic
+}
 
-	rep, err := CheckUplinks(context.Background(), []configs.Uplink{
+func TestOffloadCheckIsTheReconcilersDryRun(t *testing.T) {
+	g, nic := checkGuard([]configs.Uplink{
 		{Name: "wwan*", TxChecksum: "off", Features: map[string]string{"gro": "on"}},
 		{Name: "eth0", TxChecksum: "off"},
 		{Name: "ppp0", TxChecksum: "off"},
 		{Name: "lo", TxChecksum: "leave"},
-	}, links, nic)
+	}, map[string]map[string]netfix.FeatureState{"wwan0": vethFeatures(true), "eth0": vethFeatures(false)})
+	rep, err := g.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +80,16 @@ uplink ppp0: no link matches
 		checkStates(rep.Checks())); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
 	}
+	for _, c := range nic.Calls() {
+		if strings.HasPrefix(c, "Change") {
+			t.Errorf("the check changed a feature: %s", c)
+		}
+	}
 }
 
-func TestCheckUplinksHealthyWhenEverythingIsOff(t *testing.T) {
-	links := newFakeLinks()
-	links.Add("wwan0")
-	rep, err := CheckUplinks(context.Background(), []configs.Uplink{{Name: "wwan0"}}, links,
-		fakeFeatures{"wwan0": vethFeatures(false)})
+func TestOffloadCheckHealthyWhenEverythingIsOff(t *testing.T) {
+	g, _ := checkGuard([]configs.Uplink{{Name: "wwan0", TxChecksum: "off"}}, map[string]map[string]netfix.FeatureState{"wwan0": vethFeatures(false)})
+	rep, err := g.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,15 +98,37 @@ func TestCheckUplinksHealthyWhenEverythingIsOff(t *testing.T) {
 	}
 }
 
-func TestCheckUplinksUnknownFeatureIsUnhealthy(t *testing.T) {
-	links := newFakeLinks()
-	links.Add("wwan0")
-	rep, err := CheckUplinks(context.Background(), []configs.Uplink{{Name: "wwan0", Features: map[string]string{"tx-csum": "off"}}},
-		links, fakeFeatures{"wwan0": vethFeatures(false)})
+// edgeheal check and the daemon run the same reconciler, so a conflicting
+// offload config is the same conflict, with the same words, in both.
+func TestCheckAndDaemonReportTheSameOffloadConflict(t *testing.T) {
+	uplinks := []configs.Uplink{{Name: "wwan0", TxChecksum: "off", Features: map[string]string{"tx-checksum-ip-generic": "on", "tx-csum": "off"}}}
+	g, _ := checkGuard(uplinks, map[string]map[string]netfix.FeatureState{"wwan0": vethFeatures(true)})
+	rep, err := g.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Healthy || !strings.Contains(rep.Uplinks[0].Error, `unknown feature "tx-csum"`) {
-		t.Errorf("report = %+v, want unhealthy with the unknown feature named", rep)
+	oneShot := rep.Checks()[0]
+
+	var daemon Check
+	synctest.Test(t, func(t *testing.T) {
+		r := newGuardRig(t, uplinks, false)
+		r.nic.SetLink("wwan0", vethFeatures(true))
+		r.links.Add("wwan0")
+		stop := r.run(t)
+		defer stop()
+		daemon = r.g.Checks()[0]
+	})
+	for _, c := range []Check{oneShot, daemon} {
+		if c.State != uplinkError || c.Healthy ||
+			!strings.Contains(c.Detail, `conflicting feature settings: tx-checksum-ip-generic: on (from "tx-checksum-ip-generic") but tx_checksum is off`) ||
+			!strings.Contains(c.Detail, `unknown feature "tx-csum"`) {
+			t.Errorf("check %+v, want state error naming the conflict and the unknown feature", c)
+		}
+	}
+	if oneShot.Detail != daemon.Detail {
+		t.Errorf("edgeheal check says %q, the daemon %q", oneShot.Detail, daemon.Detail)
+	}
+	if daemon.Uplink == nil || daemon.Uplink.Features["tx-checksum-ip-generic"] != "on" {
+		t.Errorf("the daemon's check shows %+v, want the guarded features as read", daemon.Uplink)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -8,12 +8,29 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
 	"github.com/edgeheal/edgeheal/lab"
-	"github.com/edgeheal/edgeheal/netfix"
-	"github.com/edgeheal/edgeheal/probes"
 )
+
+// labOS opens the OS backend in one of the full lab's namespaces.
+func labOS(t *testing.T, l *lab.Lab, n lab.Node) agent.OS {
+	t.Helper()
+	ns, err := netns.GetFromPath(l.NetnsPath(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	sys, err := system.OpenAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Close() })
+	return sys.OS()
+}
 
 // TestLabOffloadGuardBringsTheDarkTunnelBackAndSurvivesAReplug runs the
 // guard inside the full lab's edge namespace, selecting the uplink as
@@ -30,32 +47,13 @@ func TestLabOffloadGuardBringsTheDarkTunnelBackAndSurvivesAReplug(t *testing.T) 
 		t.Fatalf("before the guard: telemetry sent %d received %d; want a dark tunnel", st.Sent, st.Received)
 	}
 
-	ns, err := netns.GetFromPath(l.NetnsPath(lab.Edge))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	nic, err := netfix.NewEthtoolAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nic.Close()
-	links, err := probes.NewNetlinkAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer links.Close()
-
 	uplink := l.EdgeUplink()
 	fx := &fixes{ch: map[string]chan time.Time{uplink: make(chan time.Time, 1)}}
-	g, err := NewOffloadGuard(OffloadGuardConfig{
+	g := agent.NewOffloadGuard(agent.OffloadGuardConfig{
 		Uplinks: []configs.Uplink{{Name: configs.DefaultRoute, TxChecksum: "off"}},
-		Floor:   time.Minute, NIC: nic, Links: links,
+		Floor:   time.Minute, OS: labOS(t, l, lab.Edge),
 		Log: slog.New(slog.DiscardHandler), Emit: fx.emit,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	started := time.Now()
@@ -68,7 +66,7 @@ func TestLabOffloadGuardBringsTheDarkTunnelBackAndSurvivesAReplug(t *testing.T) 
 	}()
 
 	fixedAt := fx.wait(t, uplink, 5*time.Second)
-	back := waitUntil(t, 20*time.Second, "telemetry after the guard started", func() bool {
+	back := testsupport.WaitFor(t, 20*time.Second, "telemetry after the guard started", func() bool {
 		return l.StatsSince(fixedAt).Received > 0
 	})
 	t.Logf("guard fixed %s %v after starting; telemetry back %v after the fix",
@@ -98,17 +96,4 @@ func TestLabOffloadGuardBringsTheDarkTunnelBackAndSurvivesAReplug(t *testing.T) 
 	}
 	t.Logf("replug: guard fixed the new uplink %v after the replug began; telemetry sent %d received %d lost %.1f%%, longest gap %v (%d outages)",
 		refixed.Sub(replugged).Round(time.Microsecond), st.Sent, st.Received, st.LossPct, gap.Round(time.Millisecond), len(st.Outages))
-}
-
-// waitUntil polls ok every 50 ms for at most d and returns how long it took.
-func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !ok() {
-		if time.Since(start) > d {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
 }

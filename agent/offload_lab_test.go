@@ -1,102 +1,67 @@
-package agent
+package agent_test
 
 import (
 	"context"
 	"log/slog"
-	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
+	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 	"github.com/edgeheal/edgeheal/netfix"
-	"github.com/edgeheal/edgeheal/probes"
 )
 
-// offloadLab is an anonymous network namespace with the guard's real
-// adapters bound to it, as the agent runs inside the edge namespace.
-type offloadLab struct {
-	ns    netns.NsHandle
-	h     *netlink.Handle
-	nic   *netfix.Ethtool
-	read  *probes.Ethtool
-	links *probes.Netlink
+// The agent's components on the real OS backend (agent/system) in
+// anonymous network namespaces.
+
+// openSystem opens the OS backend in ns and closes it when the test ends.
+func openSystem(tb testing.TB, ns *wgpair.NS) agent.OS {
+	tb.Helper()
+	sys, err := system.OpenAt(ns.NsHandle())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sys.Close() })
+	return sys.OS()
 }
 
-// newOffloadLab creates the namespace and adapters; everything is removed
-// in tb.Cleanup (the namespace goes with its last handle).
+// offloadLab is an anonymous network namespace with the agent's OS bound
+// to it, as the agent runs inside the edge namespace.
+type offloadLab struct {
+	ns *wgpair.NS
+	os agent.OS
+}
+
 func newOffloadLab(tb testing.TB) *offloadLab {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root: sudo env PATH=$PATH go test -count=1 ./agent -run TestLabOffload (benchmark: -run XXX -bench LabOffload)")
-	}
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		tb.Fatal(err)
-	}
-	ns, err := netns.New() // also moves this thread into it
-	if serr := netns.Set(orig); serr != nil {
-		tb.Fatalf("returning to the original namespace: %v", serr) // the thread stays locked: discarded
-	}
-	orig.Close()
-	runtime.UnlockOSThread()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	l := &offloadLab{ns: ns}
-	tb.Cleanup(func() {
-		if l.links != nil {
-			l.links.Close()
-		}
-		if l.nic != nil {
-			l.nic.Close()
-		}
-		if l.read != nil {
-			l.read.Close()
-		}
-		if l.h != nil {
-			l.h.Close()
-		}
-		ns.Close()
-	})
-	if l.h, err = netlink.NewHandleAt(ns); err != nil {
-		tb.Fatal(err)
-	}
-	if l.nic, err = netfix.NewEthtoolAt(ns); err != nil {
-		tb.Fatal(err)
-	}
-	if l.read, err = probes.NewEthtoolAt(ns); err != nil {
-		tb.Fatal(err)
-	}
-	if l.links, err = probes.NewNetlinkAt(ns); err != nil {
-		tb.Fatal(err)
-	}
-	return l
+	testsupport.RequireRoot(tb, "network namespaces and veth links")
+	ns := wgpair.NewNS(tb)
+	return &offloadLab{ns: ns, os: openSystem(tb, ns)}
 }
 
 func (l *offloadLab) addVeth(tb testing.TB, name string) {
 	tb.Helper()
 	la := netlink.NewLinkAttrs()
 	la.Name = name
-	if err := l.h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "p" + name}); err != nil {
+	if err := l.ns.Links.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "p" + name}); err != nil {
 		tb.Fatalf("adding veth %s: %v", name, err)
 	}
 }
 
 func (l *offloadLab) delLink(tb testing.TB, name string) {
 	tb.Helper()
-	link, err := l.h.LinkByName(name)
+	link, err := l.ns.Links.LinkByName(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := l.h.LinkDel(link); err != nil {
+	if err := l.ns.Links.LinkDel(link); err != nil {
 		tb.Fatalf("deleting %s: %v", name, err)
 	}
 }
@@ -104,13 +69,13 @@ func (l *offloadLab) delLink(tb testing.TB, name string) {
 // txOn returns the TX checksum features of link that are on.
 func (l *offloadLab) txOn(tb testing.TB, link string) []string {
 	tb.Helper()
-	fs, err := l.nic.FeaturesWithState(link)
+	fs, err := l.os.NIC.FeaturesWithState(link)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var on []string
 	for n, st := range fs {
-		if probes.IsTxChecksum(n) && st.Active {
+		if netfix.IsTxChecksum(n) && st.Active {
 			on = append(on, n)
 		}
 	}
@@ -124,8 +89,8 @@ type fixes struct {
 	ch map[string]chan time.Time
 }
 
-func (f *fixes) emit(ev Event) {
-	if ev.Kind != EventAction || ev.Result != "changed" {
+func (f *fixes) emit(ev agent.Event) {
+	if ev.Kind != agent.EventAction || ev.Result != "changed" {
 		return
 	}
 	at := time.Now()
@@ -154,21 +119,21 @@ func (f *fixes) wait(tb testing.TB, link string, timeout time.Duration) time.Tim
 	}
 }
 
+func (l *offloadLab) guard(uplinks []configs.Uplink, emit agent.Emit) *agent.OffloadGuard {
+	return agent.NewOffloadGuard(agent.OffloadGuardConfig{
+		Uplinks: uplinks, Floor: time.Minute, OS: l.os, Log: slog.New(slog.DiscardHandler), Emit: emit,
+	})
+}
+
 // startGuard runs a guard over uplinks in the lab; it is stopped (and
 // checked to return nil) in tb.Cleanup.
-func (l *offloadLab) startGuard(tb testing.TB, uplinks []configs.Uplink, links ...string) (*OffloadGuard, *fixes) {
+func (l *offloadLab) startGuard(tb testing.TB, uplinks []configs.Uplink, links ...string) (*agent.OffloadGuard, *fixes) {
 	tb.Helper()
 	fx := &fixes{ch: map[string]chan time.Time{}}
 	for _, n := range links {
 		fx.ch[n] = make(chan time.Time, 1)
 	}
-	g, err := NewOffloadGuard(OffloadGuardConfig{
-		Uplinks: uplinks, Floor: time.Minute, NIC: l.nic, Links: l.links,
-		Log: slog.New(slog.DiscardHandler), Emit: fx.emit,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	g := l.guard(uplinks, fx.emit)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx) }()
@@ -191,7 +156,7 @@ func TestLabOffloadGuardTurnsOffloadOffOnAVeth(t *testing.T) {
 	l.addVeth(t, "up0")
 	uplinks := []configs.Uplink{{Name: "up0", TxChecksum: "off"}}
 
-	before, err := CheckUplinks(context.Background(), uplinks, l.links, l.read)
+	before, err := l.guard(uplinks, nil).Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +172,7 @@ func TestLabOffloadGuardTurnsOffloadOffOnAVeth(t *testing.T) {
 	if on := l.txOn(t, "pup0"); len(on) == 0 {
 		t.Errorf("the peer pup0, not an uplink, was changed")
 	}
-	after, err := CheckUplinks(context.Background(), uplinks, l.links, l.read)
+	after, err := l.guard(uplinks, nil).Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +184,7 @@ func TestLabOffloadGuardTurnsOffloadOffOnAVeth(t *testing.T) {
 	}
 
 	// Someone turns it back on: the feature-change notification brings the guard back.
-	if err := l.nic.Change("up0", map[string]bool{"tx-checksum-ip-generic": true}); err != nil {
+	if err := l.os.NIC.Change("up0", map[string]bool{"tx-checksum-ip-generic": true}); err != nil {
 		t.Fatal(err)
 	}
 	fx.wait(t, "up0", 5*time.Second)

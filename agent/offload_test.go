@@ -17,143 +17,7 @@ import (
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/netfix"
 	"github.com/edgeheal/edgeheal/netfix/netfixtest"
-	"github.com/edgeheal/edgeheal/probes"
 )
-
-// fakeLinks is a hand-written probes.LinkWatcher: links and default routes
-// in memory, and subscriptions that a test feeds with Add, Remove, Touch
-// and SetDefaultRoute.
-type fakeLinks struct {
-	mu        sync.Mutex
-	links     map[string]probes.Link
-	dr        []int
-	next      int
-	subs      []chan probes.LinkEvent
-	listErr   error
-	subErr    error
-	subscribe int // Subscribe calls
-	running   int // subscription goroutines not yet ended
-}
-
-func newFakeLinks() *fakeLinks {
-	return &fakeLinks{links: map[string]probes.Link{}, next: 10}
-}
-
-func (f *fakeLinks) Links() ([]probes.Link, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.listErr != nil {
-		return nil, f.listErr
-	}
-	var out []probes.Link
-	for _, l := range f.links {
-		out = append(out, l)
-	}
-	slices.SortFunc(out, func(a, b probes.Link) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-func (f *fakeLinks) DefaultRouteLinks() ([]int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.dr), nil
-}
-
-func (f *fakeLinks) Subscribe(ctx context.Context) (<-chan probes.LinkEvent, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.subscribe++
-	if f.subErr != nil {
-		return nil, f.subErr
-	}
-	in := make(chan probes.LinkEvent, 64)
-	out := make(chan probes.LinkEvent)
-	f.subs = append(f.subs, in)
-	f.running++
-	go func() {
-		defer func() {
-			f.mu.Lock()
-			f.running--
-			f.mu.Unlock()
-			close(out)
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- ev:
-				case <-ctx.Done():
-					return
-				}
-				if ev.Err != nil {
-					return
-				}
-			}
-		}
-	}()
-	return out, nil
-}
-
-func (f *fakeLinks) send(ev probes.LinkEvent) {
-	for _, s := range f.subs {
-		s <- ev
-	}
-}
-
-// Add creates a link (a new index each time, as the kernel does) and sends its event.
-func (f *fakeLinks) Add(name string) probes.Link {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.next++
-	l := probes.Link{Name: name, Index: f.next, Up: true}
-	f.links[name] = l
-	f.send(probes.LinkEvent{Link: l})
-	return l
-}
-
-func (f *fakeLinks) Remove(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l := f.links[name]
-	delete(f.links, name)
-	f.send(probes.LinkEvent{Link: l, Deleted: true})
-}
-
-// Touch sends a change event for an existing link (a feature change notification).
-func (f *fakeLinks) Touch(name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.send(probes.LinkEvent{Link: f.links[name]})
-}
-
-func (f *fakeLinks) SetDefaultRoute(names ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.dr = nil
-	for _, n := range names {
-		f.dr = append(f.dr, f.links[n].Index)
-	}
-	f.send(probes.LinkEvent{DefaultRoute: true})
-}
-
-// Break ends every subscription with an error.
-func (f *fakeLinks) Break() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.send(probes.LinkEvent{Err: errors.New("receive failed: no buffer space available")})
-	f.subs = nil
-}
-
-func (f *fakeLinks) Running() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.running
-}
 
 // events records emitted events.
 type events struct {
@@ -207,19 +71,17 @@ func (r *guardRig) onChanged() []string {
 func newGuardRig(t *testing.T, uplinks []configs.Uplink, dryRun bool) *guardRig {
 	t.Helper()
 	r := &guardRig{nic: netfixtest.NewNIC(), links: newFakeLinks(), ev: &events{}}
-	g, err := NewOffloadGuard(OffloadGuardConfig{
+	os := testOS()
+	os.NIC, os.Links = r.nic, r.links
+	r.g = NewOffloadGuard(OffloadGuardConfig{
 		Uplinks: uplinks, DryRun: dryRun, Floor: 10 * time.Second,
-		NIC: r.nic, Links: r.links, Log: slog.New(slog.DiscardHandler), Emit: r.ev.emit,
+		OS: os, Log: slog.New(slog.DiscardHandler), Emit: r.ev.emit,
 		OnChanged: func(link string) {
 			r.mu.Lock()
 			r.changed = append(r.changed, link)
 			r.mu.Unlock()
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.g = g
 	return r
 }
 
@@ -601,21 +463,5 @@ func TestOffloadGuardEnforceIsOnePass(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"wwan0 ok healthy=true", "ppp0 absent healthy=true"}, checkStates(r.g.Checks())); diff != "" {
 		t.Errorf("checks changed after a pass that observed nothing (-want +got):\n%s", diff)
-	}
-}
-
-func TestNewOffloadGuardRejectsBadConfig(t *testing.T) {
-	_, err := NewOffloadGuard(OffloadGuardConfig{
-		Uplinks: []configs.Uplink{
-			{Name: "eth["},
-			{Name: "wwan0", TxChecksum: "maybe"},
-			{Name: "wwan1", Features: map[string]string{"gro": "yes"}},
-		},
-		NIC: netfixtest.NewNIC(), Links: newFakeLinks(),
-	})
-	for _, s := range []string{"uplinks[0].name", "uplinks[1].tx_checksum", "uplinks[2].features.gro"} {
-		if err == nil || !strings.Contains(err.Error(), s) {
-			t.Errorf("error %v does not mention %s", err, s)
-		}
 	}
 }

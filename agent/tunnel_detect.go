@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/edgeheal/edgeheal/probes"
 )
 
 // Detection for tunnel peers: three signals, each with what it can and
-// cannot tell (see the README, "Tunnel health"):
+// cannot tell (docs/operations.md, "Tunnel health"):
 //
 //   - the active probe through the tunnel: fast (one interval) and
 //     unambiguous, confirmed by probe.misses in a row;
@@ -44,7 +46,7 @@ type peerSignals struct {
 // update takes one round's reading of the peer and reports whether the peer
 // was re-baselined (first seen, or re-added: a counter went backwards or the
 // handshake time did).
-func (g *peerSignals) update(ps *PeerStats, now time.Time) bool {
+func (g *peerSignals) update(ps *probes.PeerStats, now time.Time) bool {
 	if !g.seen || ps.RxBytes < g.rx || ps.TxBytes < g.tx || ps.LastHandshake.Before(g.handshake) {
 		*g = peerSignals{
 			seen: true,
@@ -107,14 +109,14 @@ func (g *peerSignals) slowBad(now time.Time, staleAfter, rxSilence time.Duration
 // miss is bad, a success is healthy whatever the slow signals say. Without a
 // probe, a peer being verified after a rung is healthy only once it has
 // completed a handshake after the rung; otherwise the slow signals decide.
-func peerObserve(s PeerState, g *peerSignals, now time.Time, staleAfter, rxSilence time.Duration, probe *TunnelProbeResult, suspicion string) PeerObservation {
+func peerObserve(s PeerState, g *peerSignals, now time.Time, staleAfter, rxSilence time.Duration, probe *probes.ProbeResult, suspicion string) PeerObservation {
 	obs := PeerObservation{Now: now}
 	switch {
 	case suspicion != "":
 		obs.Bad, obs.Confirmed, obs.Reason = true, true, "workload: "+suspicion
 	case probe != nil && probe.Err != nil:
 		obs.Err = probe.Err
-	case probe != nil && !probe.OK:
+	case probe != nil && !tunnelProbeOK(*probe):
 		obs.Bad, obs.Reason = true, "probe missed: "+probeClass(probe)
 	case probe != nil:
 		// healthy
@@ -127,7 +129,7 @@ func peerObserve(s PeerState, g *peerSignals, now time.Time, staleAfter, rxSilen
 	return obs
 }
 
-func probeClass(p *TunnelProbeResult) string {
+func probeClass(p *probes.ProbeResult) string {
 	if p.Class == "" {
 		return "failed"
 	}

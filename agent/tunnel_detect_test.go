@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/probes"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -15,7 +16,7 @@ func TestPeerSignals(t *testing.T) {
 	const stale, silence = 210 * time.Second, 75 * time.Second
 	type reading struct {
 		sec   int
-		stats PeerStats
+		stats probes.PeerStats
 	}
 	ka := 20 * time.Second
 	tests := []struct {
@@ -27,50 +28,50 @@ func TestPeerSignals(t *testing.T) {
 	}{
 		{
 			name:       "a new peer that never shook hands is a baseline, not an alarm",
-			readings:   []reading{{0, PeerStats{Keepalive: ka}}, {200, PeerStats{Keepalive: ka}}},
+			readings:   []reading{{0, probes.PeerStats{Keepalive: ka}}, {200, probes.PeerStats{Keepalive: ka}}},
 			wantRebase: []bool{true, false},
 		},
 		{
 			name:       "a handshake older than stale_after with keepalive on is bad",
-			readings:   []reading{{0, PeerStats{Keepalive: ka, LastHandshake: at(-100)}}, {111, PeerStats{Keepalive: ka, LastHandshake: at(-100)}}},
+			readings:   []reading{{0, probes.PeerStats{Keepalive: ka, LastHandshake: at(-100)}}, {111, probes.PeerStats{Keepalive: ka, LastHandshake: at(-100)}}},
 			wantBad:    true,
 			wantReason: "handshake age 3m31s over stale_after 3m30s",
 			wantRebase: []bool{true, false},
 		},
 		{
 			name:       "a handshake younger than stale_after is fine (healthy sawtooth under 205 s)",
-			readings:   []reading{{0, PeerStats{Keepalive: ka, LastHandshake: at(-100)}}, {105, PeerStats{Keepalive: ka, LastHandshake: at(-100)}}},
+			readings:   []reading{{0, probes.PeerStats{Keepalive: ka, LastHandshake: at(-100)}}, {105, probes.PeerStats{Keepalive: ka, LastHandshake: at(-100)}}},
 			wantRebase: []bool{true, false},
 		},
 		{
 			name:       "an old handshake with keepalive off is no signal: an idle tunnel has no session",
-			readings:   []reading{{0, PeerStats{LastHandshake: at(-1000)}}, {10, PeerStats{LastHandshake: at(-1000)}}},
+			readings:   []reading{{0, probes.PeerStats{LastHandshake: at(-1000)}}, {10, probes.PeerStats{LastHandshake: at(-1000)}}},
 			wantRebase: []bool{true, false},
 		},
 		{
 			name: "a peer re-added (counters back to zero, no handshake) re-baselines instead of alarming",
 			readings: []reading{
-				{0, PeerStats{Keepalive: ka, LastHandshake: at(-100), RxBytes: 5000, TxBytes: 9000}},
-				{100, PeerStats{Keepalive: ka, RxBytes: 0, TxBytes: 148}},
-				{300, PeerStats{Keepalive: ka, RxBytes: 0, TxBytes: 148}},
+				{0, probes.PeerStats{Keepalive: ka, LastHandshake: at(-100), RxBytes: 5000, TxBytes: 9000}},
+				{100, probes.PeerStats{Keepalive: ka, RxBytes: 0, TxBytes: 148}},
+				{300, probes.PeerStats{Keepalive: ka, RxBytes: 0, TxBytes: 148}},
 			},
 			wantRebase: []bool{true, true, false},
 		},
 		{
 			name: "turning keepalive on restarts the handshake clock: an idle tunnel had no session to keep",
 			readings: []reading{
-				{0, PeerStats{LastHandshake: at(-1000)}},
-				{1, PeerStats{Keepalive: ka, LastHandshake: at(-1000)}},
-				{200, PeerStats{Keepalive: ka, LastHandshake: at(-1000)}},
+				{0, probes.PeerStats{LastHandshake: at(-1000)}},
+				{1, probes.PeerStats{Keepalive: ka, LastHandshake: at(-1000)}},
+				{200, probes.PeerStats{Keepalive: ka, LastHandshake: at(-1000)}},
 			},
 			wantRebase: []bool{true, false, false},
 		},
 		{
 			name: "rx flat for rx_silence while tx rises is bad",
 			readings: []reading{
-				{0, PeerStats{RxBytes: 100, TxBytes: 100}},
-				{30, PeerStats{RxBytes: 100, TxBytes: 200}},
-				{75, PeerStats{RxBytes: 100, TxBytes: 300}},
+				{0, probes.PeerStats{RxBytes: 100, TxBytes: 100}},
+				{30, probes.PeerStats{RxBytes: 100, TxBytes: 200}},
+				{75, probes.PeerStats{RxBytes: 100, TxBytes: 300}},
 			},
 			wantBad:    true,
 			wantReason: "rx flat for 1m15s while tx rose 200 bytes",
@@ -79,17 +80,17 @@ func TestPeerSignals(t *testing.T) {
 		{
 			name: "rx and tx both flat is an idle tunnel, not a dark one",
 			readings: []reading{
-				{0, PeerStats{RxBytes: 100, TxBytes: 100}},
-				{80, PeerStats{RxBytes: 100, TxBytes: 100}},
+				{0, probes.PeerStats{RxBytes: 100, TxBytes: 100}},
+				{80, probes.PeerStats{RxBytes: 100, TxBytes: 100}},
 			},
 			wantRebase: []bool{true, false},
 		},
 		{
 			name: "rx that grew recently resets the silence",
 			readings: []reading{
-				{0, PeerStats{RxBytes: 100, TxBytes: 100}},
-				{60, PeerStats{RxBytes: 150, TxBytes: 200}},
-				{100, PeerStats{RxBytes: 150, TxBytes: 300}},
+				{0, probes.PeerStats{RxBytes: 100, TxBytes: 100}},
+				{60, probes.PeerStats{RxBytes: 150, TxBytes: 200}},
+				{100, probes.PeerStats{RxBytes: 150, TxBytes: 300}},
 			},
 			wantRebase: []bool{true, false, false},
 		},
@@ -124,32 +125,32 @@ func TestPeerObserve(t *testing.T) {
 		name      string
 		s         PeerState
 		g         peerSignals
-		probe     *TunnelProbeResult
+		probe     *probes.ProbeResult
 		suspicion string
 		want      PeerObservation
 	}{
 		{
 			name:  "a probe that answered is healthy even with a stale handshake",
 			g:     staleSig,
-			probe: &TunnelProbeResult{OK: true, Class: "ok"},
+			probe: &probes.ProbeResult{OK: true, Class: "ok"},
 			want:  PeerObservation{Now: t0},
 		},
 		{
 			name:  "a probe that timed out is a miss, not yet confirmed",
 			g:     fresh,
-			probe: &TunnelProbeResult{Class: "timeout"},
+			probe: &probes.ProbeResult{Class: "timeout"},
 			want:  PeerObservation{Now: t0, Bad: true, Reason: "probe missed: timeout"},
 		},
 		{
 			name:  "a probe that errored is no observation",
 			g:     staleSig,
-			probe: &TunnelProbeResult{Err: errProbe},
+			probe: &probes.ProbeResult{Err: errProbe},
 			want:  PeerObservation{Now: t0, Err: errProbe},
 		},
 		{
 			name:      "a workload suspicion is a confirmed bad observation, whatever the probe says",
 			g:         fresh,
-			probe:     &TunnelProbeResult{OK: true},
+			probe:     &probes.ProbeResult{OK: true},
 			suspicion: "collector: pod path dark, host path fine",
 			want:      PeerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
 		},

@@ -4,36 +4,46 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/dbus"
+	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/netfix"
+	"github.com/edgeheal/edgeheal/netfix/netfixtest"
+	"github.com/edgeheal/edgeheal/probes"
 )
 
-// tunnelFakeOS is a hand-written fake of the system under a tunnel monitor:
-// WireGuard peers with traffic counters, a probe through the tunnel, the
-// uplink, the clock, and actions that change that state the way the real
-// ones do (a forced handshake re-adds the peer with zero counters). It logs
-// every action call. Safe for concurrent use.
-type tunnelFakeOS struct {
-	mu    sync.Mutex
-	calls []string // actions only, "handshake wg0/AAAAAAAA dry-run"
-	reads int      // ReadPeers calls
+// tunnelWorld is a fake of the system under a tunnel monitor, at the OS
+// seam: a WireGuard device (netfixtest.WireGuard) whose peers carry
+// traffic, a probe through the tunnel, the uplink and the host path, the
+// clock, DNS, the link the bounce rung sets down and up, systemd, and an
+// offload guard. A fault darkens the tunnel until the rung named fixedBy
+// runs for real. It logs every change the monitor makes (see changes).
+type tunnelWorld struct {
+	wg    *netfixtest.WireGuard
+	sd    *netfixtest.Systemd
+	links *fakeLinks
+	clock *fakeClock
+	net   *fakeNet
 
-	peers      map[string][]PeerStats // by interface
-	dark       map[string]bool        // probe misses, rx stops, no handshakes
-	fixedBy    string                 // the rung that ends darkness ("" none)
-	offloadOn  bool                   // reassert turns it off
+	mu         sync.Mutex
+	changes    []string
+	dark       bool
+	fixedBy    string // the rung that ends darkness ("" none)
+	offloadOn  bool   // reassert turns it off
 	probeErr   error
 	readErr    error
-	uplink     UplinkStatus
-	uplinkErr  error
-	clock      ClockStatus
-	resolvesTo *net.UDPAddr // what reresolve finds
-	noTraffic  bool         // leave counters alone (the benchmark)
+	uplinkDown bool // no default route
+	hostDark   bool // the endpoint stops answering the host's own probe
+	resolvesTo netip.AddrPort
+	noTraffic  bool // leave counters alone (the benchmark)
+	reads      int
 }
 
 func tunnelFakeKey(i int) wgtypes.Key {
@@ -42,235 +52,235 @@ func tunnelFakeKey(i int) wgtypes.Key {
 	return k
 }
 
-// newTunnelFakeOS returns a healthy fake with n peers on iface, keepalive
-// ka, peer i carrying 10.100.i/24-ish addresses (10.100.<i>.0/24 for i < 256).
-func newTunnelFakeOS(iface string, n int, ka time.Duration) *tunnelFakeOS {
-	f := &tunnelFakeOS{
-		peers:  map[string][]PeerStats{},
-		dark:   map[string]bool{},
-		uplink: UplinkStatus{Up: true},
-		clock:  ClockStatus{Synchronized: true},
-	}
-	now := time.Now()
-	for i := range n {
-		f.peers[iface] = append(f.peers[iface], PeerStats{
-			PublicKey:     tunnelFakeKey(i),
-			Endpoint:      &net.UDPAddr{IP: net.IPv4(203, 0, 113, byte(i%250+1)), Port: 51820},
-			LastHandshake: now.Add(-5 * time.Second),
-			RxBytes:       1000, TxBytes: 1000,
-			Keepalive:  ka,
-			AllowedIPs: []net.IPNet{{IP: net.IPv4(10, byte(100+i>>8), byte(i), 0).To4(), Mask: net.CIDRMask(24, 32)}},
-		})
-	}
-	f.resolvesTo = f.peers[iface][0].Endpoint
-	return f
-}
-
-func (f *tunnelFakeOS) set(fn func(f *tunnelFakeOS)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f)
-}
-
-func (f *tunnelFakeOS) Calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.calls...)
-}
-
-func (f *tunnelFakeOS) logCall(dryRun bool, format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
-	if dryRun {
-		s += " dry-run"
-	}
-	f.calls = append(f.calls, s)
-}
-
 func tunnelFakeID(iface string, k wgtypes.Key) string { return iface + "/" + k.String()[:8] }
 
-// ReadPeers returns copies, advancing traffic: tx always grows (the edge
-// keeps sending); rx and the handshake only while the tunnel is not dark.
-func (f *tunnelFakeOS) ReadPeers(_ context.Context, iface string) ([]PeerStats, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads++
-	if f.readErr != nil {
-		return nil, f.readErr
+// newTunnelWorld returns a healthy world with n peers on wg0, keepalive
+// ka, peer i carrying 10.100.<i>.0/24 (i < 256) behind 203.0.113.<i+1>.
+func newTunnelWorld(n int, ka time.Duration) *tunnelWorld {
+	w := &tunnelWorld{wg: netfixtest.NewWireGuard(), sd: netfixtest.NewSystemd(), links: newFakeLinks(),
+		clock: &fakeClock{status: probes.ClockStatus{Synchronized: true}}, net: &fakeNet{}}
+	now := time.Now()
+	var peers []wgtypes.Peer
+	for i := range n {
+		peers = append(peers, wgtypes.Peer{
+			PublicKey:                   tunnelFakeKey(i),
+			Endpoint:                    &net.UDPAddr{IP: net.IPv4(203, 0, 113, byte(i%250+1)), Port: 51820},
+			LastHandshakeTime:           now.Add(-5 * time.Second),
+			ReceiveBytes:                1000,
+			TransmitBytes:               1000,
+			PersistentKeepaliveInterval: ka,
+			AllowedIPs:                  []net.IPNet{{IP: net.IPv4(10, byte(100+i>>8), byte(i), 0).To4(), Mask: net.CIDRMask(24, 32)}},
+		})
 	}
-	ps := f.peers[iface]
-	if ps == nil {
-		return nil, fmt.Errorf("device %s: %w", iface, errTunnelFakeNoDevice)
-	}
-	if !f.noTraffic {
-		now := time.Now()
-		for i := range ps {
-			ps[i].TxBytes += 100
-			if !f.dark[iface] {
-				ps[i].RxBytes += 100
-				if now.Sub(ps[i].LastHandshake) > 100*time.Second {
-					ps[i].LastHandshake = now
-				}
-			}
-		}
-		return append([]PeerStats(nil), ps...), nil
-	}
-	return ps, nil
-}
-
-var errTunnelFakeNoDevice = fmt.Errorf("no such device")
-
-func (f *tunnelFakeOS) Probe(context.Context, string, time.Duration) TunnelProbeResult {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.probeErr != nil {
-		return TunnelProbeResult{Err: f.probeErr}
-	}
-	for _, d := range f.dark { // one tunnel per test: any dark tunnel fails the probe
-		if d {
-			return TunnelProbeResult{Class: "timeout", Latency: time.Second}
+	w.wg.AddDevice("wg0", peers...)
+	w.resolvesTo = netip.MustParseAddrPort("203.0.113.1:51820")
+	// A re-added peer (a forced handshake) completes a handshake at once
+	// when the path works.
+	w.wg.OnAdd = func(_ string, p *wgtypes.Peer) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.healLocked(configs.HealHandshake)
+		if !w.dark {
+			p.LastHandshakeTime = time.Now()
 		}
 	}
-	return TunnelProbeResult{OK: true, Class: "ok", Latency: 2 * time.Millisecond}
+	w.sd.SetUnit("wg-quick@wg0.service", netfixtest.Unit{ActiveState: "active", SubState: "running"})
+	w.links.Add("uplink0")
+	w.links.SetDefaultRoute("uplink0")
+	w.net.tunnel = w.probe
+	w.net.lookup = func(string) ([]netip.Addr, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return []netip.Addr{w.resolvesTo.Addr()}, nil
+	}
+	return w
 }
 
-func (f *tunnelFakeOS) Clock(context.Context) (ClockStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.clock, nil
+func (w *tunnelWorld) set(fn func(w *tunnelWorld)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fn(w)
 }
 
-func (f *tunnelFakeOS) UplinkUp(context.Context, *net.UDPAddr) (UplinkStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.uplink, f.uplinkErr
-}
-
-// heal ends darkness when rung is the one that fixes this fault.
-func (f *tunnelFakeOS) heal(iface, rung string) {
-	if f.fixedBy == rung {
-		f.dark[iface] = false
+func (w *tunnelWorld) healLocked(rung string) {
+	if w.fixedBy == rung {
+		w.dark = false
 	}
 }
 
-func (f *tunnelFakeOS) setKeepalive(iface string, selected func(wgtypes.Key) bool, ka time.Duration, dryRun bool, r *netfix.Result) {
-	ps := f.peers[iface]
-	for i := range ps {
-		if selected(ps[i].PublicKey) && ps[i].Keepalive != ka {
-			r.Changes = append(r.Changes, fmt.Sprintf("%s keepalive: %s -> %s", tunnelFakeID(iface, ps[i].PublicKey), ps[i].Keepalive, ka))
-			if !dryRun {
-				ps[i].Keepalive = ka
-			}
+func (w *tunnelWorld) log(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.changes = append(w.changes, fmt.Sprintf(format, args...))
+}
+
+// Changes is every change made to the world: the WireGuard configuration
+// calls in short ("handshake wg0/AAAAAAAA keepalive 20s", "keepalive
+// wg0/AAAAAAAA 20s", "endpoint wg0/AAAAAAAA 198.51.100.4:51820"), the
+// bounce's link calls, unit restarts and offload changes, in order.
+func (w *tunnelWorld) Changes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.changes...)
+}
+
+// probe answers the fake's tunnel probes: through the tunnel (10.100.x)
+// a miss while dark; to an endpoint (the host path) an answer unless the
+// host path is dark.
+func (w *tunnelWorld) probe(target string) probes.ProbeResult {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if strings.HasPrefix(target, "icmp://203.0.113.") {
+		if w.hostDark {
+			return probes.ProbeResult{Class: "timeout", Latency: time.Second}
 		}
+		return probes.ProbeResult{OK: true, Answered: true, Class: "ok", Latency: time.Millisecond}
 	}
+	if w.probeErr != nil {
+		return probes.ProbeResult{Class: "error", Err: w.probeErr}
+	}
+	if w.dark {
+		return probes.ProbeResult{Class: "timeout", Latency: time.Second}
+	}
+	return probes.ProbeResult{OK: true, Answered: true, Class: "ok", Latency: 2 * time.Millisecond}
 }
 
-func tunnelFakeFinish(r netfix.Result, dryRun bool) netfix.Result {
-	if len(r.Changes) > 0 {
-		r.Changed, r.DryRun = !dryRun, dryRun
+// Device advances traffic, then reads: tx always grows (the edge keeps
+// sending); rx and the handshake only while the tunnel is not dark.
+func (w *tunnelWorld) Device(name string) (*wgtypes.Device, error) {
+	w.mu.Lock()
+	w.reads++
+	err, dark, quiet := w.readErr, w.dark, w.noTraffic
+	w.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return r
-}
-
-func (f *tunnelFakeOS) Keepalive(_ context.Context, iface string, selected func(wgtypes.Key) bool, ka time.Duration, dryRun bool) (netfix.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logCall(dryRun, "keepalive %s %s", iface, ka)
-	r := netfix.Result{Action: "keepalive", Target: iface}
-	f.setKeepalive(iface, selected, ka, dryRun, &r)
-	return tunnelFakeFinish(r, dryRun), nil
-}
-
-func (f *tunnelFakeOS) Reassert(_ context.Context, iface string, selected func(wgtypes.Key) bool, ka time.Duration, dryRun bool) (netfix.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logCall(dryRun, "reassert %s", iface)
-	r := netfix.Result{Action: "reassert", Target: iface}
-	if f.offloadOn {
-		r.Changes = append(r.Changes, "wwan0 tx-checksum-ip-generic: on -> off")
-		if !dryRun {
-			f.offloadOn = false
-		}
-	}
-	if ka > 0 {
-		f.setKeepalive(iface, selected, ka, dryRun, &r)
-	}
-	r = tunnelFakeFinish(r, dryRun)
-	if r.Changed {
-		f.heal(iface, configs.HealReassert)
-	}
-	return r, nil
-}
-
-func (f *tunnelFakeOS) Handshake(_ context.Context, iface string, peer wgtypes.Key, ka time.Duration, dryRun bool) (netfix.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logCall(dryRun, "handshake %s keepalive %s", tunnelFakeID(iface, peer), ka)
-	r := netfix.Result{Action: "handshake", Target: tunnelFakeID(iface, peer), Changes: []string{"peer removed and added back"}}
-	for _, p := range f.peers[iface] {
-		if p.PublicKey == peer && p.Endpoint == nil {
-			return netfix.Result{Action: "handshake", Target: r.Target}, fmt.Errorf("forcing handshake with %s: %w", r.Target, netfix.ErrNoEndpoint)
-		}
-	}
-	if !dryRun {
-		f.heal(iface, configs.HealHandshake)
-		ps := f.peers[iface]
-		for i := range ps {
-			if ps[i].PublicKey == peer {
-				// Re-added: zero counters, no handshake; one completes at once
-				// when the path works.
-				ps[i].RxBytes, ps[i].TxBytes, ps[i].LastHandshake, ps[i].Keepalive = 0, 0, time.Time{}, ka
-				if !f.dark[iface] {
-					ps[i].LastHandshake = time.Now()
-				}
+	if !quiet {
+		if d, err := w.wg.Device(name); err == nil {
+			now := time.Now()
+			for _, p := range d.Peers {
+				w.wg.UpdatePeer(name, p.PublicKey, func(p *wgtypes.Peer) {
+					p.TransmitBytes += 100
+					if !dark {
+						p.ReceiveBytes += 100
+						if now.Sub(p.LastHandshakeTime) > 100*time.Second {
+							p.LastHandshakeTime = now
+						}
+					}
+				})
 			}
 		}
 	}
-	return tunnelFakeFinish(r, dryRun), nil
+	return w.wg.Device(name)
 }
 
-func (f *tunnelFakeOS) Reresolve(_ context.Context, iface string, peer wgtypes.Key, host string, current *net.UDPAddr, dryRun bool) (netfix.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logCall(dryRun, "reresolve %s %s", tunnelFakeID(iface, peer), host)
-	r := netfix.Result{Action: "endpoint", Target: tunnelFakeID(iface, peer)}
-	if current == nil || current.String() != f.resolvesTo.String() {
-		r.Changes = append(r.Changes, fmt.Sprintf("endpoint: %v -> %v", current, f.resolvesTo))
-		if !dryRun {
-			ps := f.peers[iface]
-			for i := range ps {
-				if ps[i].PublicKey == peer {
-					ps[i].Endpoint = f.resolvesTo
-				}
-			}
+// ConfigureDevice applies cfg to the fake device and logs it in short. An
+// endpoint set is what the reresolve rung does.
+func (w *tunnelWorld) ConfigureDevice(name string, cfg wgtypes.Config) error {
+	removed := map[wgtypes.Key]bool{}
+	for _, pc := range cfg.Peers {
+		k := name + "/" + pc.PublicKey.String()[:8]
+		switch {
+		case pc.Remove:
+			removed[pc.PublicKey] = true
+		case removed[pc.PublicKey]:
+			w.log("handshake %s keepalive %s", k, *pc.PersistentKeepaliveInterval)
+		case pc.Endpoint != nil:
+			w.log("endpoint %s %s", k, pc.Endpoint)
+		case pc.PersistentKeepaliveInterval != nil:
+			w.log("keepalive %s %s", k, *pc.PersistentKeepaliveInterval)
 		}
 	}
-	r = tunnelFakeFinish(r, dryRun)
-	if r.Changed {
-		f.heal(iface, configs.HealReresolve)
+	if err := w.wg.ConfigureDevice(name, cfg); err != nil {
+		return err
 	}
-	return r, nil
-}
-
-func (f *tunnelFakeOS) Bounce(_ context.Context, iface string, dryRun bool) (netfix.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logCall(dryRun, "bounce %s", iface)
-	if !dryRun {
-		f.heal(iface, configs.HealBounce)
-	}
-	return tunnelFakeFinish(netfix.Result{Action: "bounce", Target: iface, Changes: []string{"link down", "link up"}}, dryRun), nil
-}
-
-func (f *tunnelFakeOS) RestartUnit(_ context.Context, unit string, dryRun bool) (netfix.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.logCall(dryRun, "restart-unit %s", unit)
-	if !dryRun {
-		for iface := range f.dark {
-			f.heal(iface, configs.HealRestartUnit)
+	for _, pc := range cfg.Peers {
+		if pc.UpdateOnly && pc.Endpoint != nil {
+			w.set(func(w *tunnelWorld) { w.healLocked(configs.HealReresolve) })
 		}
 	}
-	return tunnelFakeFinish(netfix.Result{Action: "restart-unit", Target: unit, Changes: []string{"restarted"}}, dryRun), nil
+	return nil
 }
 
-var _ TunnelOS = (*tunnelFakeOS)(nil)
+// Enforce is the offload guard of the reassert rung.
+func (w *tunnelWorld) Enforce(context.Context) ([]netfix.Result, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := netfix.Result{Action: "offload-off", Target: "uplink0"}
+	if w.offloadOn {
+		w.offloadOn = false
+		r.Changed, r.Changes = true, []string{"uplink0 tx-checksum-ip-generic: on -> off"}
+		w.changes = append(w.changes, "offload uplink0 off")
+		w.healLocked(configs.HealReassert)
+	}
+	return []netfix.Result{r}, nil
+}
+
+// RestartUnitContext restarts through the systemd fake and ends a fault
+// the restart fixes.
+func (w *tunnelWorld) RestartUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error) {
+	w.log("restart %s", name)
+	w.set(func(w *tunnelWorld) { w.healLocked(configs.HealRestartUnit) })
+	return w.sd.RestartUnitContext(ctx, name, mode, ch)
+}
+
+func (w *tunnelWorld) ListUnitsByNamesContext(ctx context.Context, units []string) ([]dbus.UnitStatus, error) {
+	return w.sd.ListUnitsByNamesContext(ctx, units)
+}
+
+func (w *tunnelWorld) ResetFailedUnitContext(ctx context.Context, name string) error {
+	return w.sd.ResetFailedUnitContext(ctx, name)
+}
+
+// The bounce rung's link: up again heals a fault a bounce fixes.
+func (w *tunnelWorld) LinkByName(name string) (netlink.Link, error) {
+	return &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: name, Index: 7}}, nil
+}
+func (w *tunnelWorld) LinkSetDown(l netlink.Link) error {
+	w.log("link %s down", l.Attrs().Name)
+	return nil
+}
+func (w *tunnelWorld) LinkSetUp(l netlink.Link) error {
+	w.log("link %s up", l.Attrs().Name)
+	w.set(func(w *tunnelWorld) { w.healLocked(configs.HealBounce) })
+	return nil
+}
+func (w *tunnelWorld) AddrList(netlink.Link, int) ([]netlink.Addr, error) { return nil, nil }
+func (w *tunnelWorld) AddrAdd(netlink.Link, *netlink.Addr) error          { return nil }
+func (w *tunnelWorld) RouteListFiltered(int, *netlink.Route, uint64) ([]netlink.Route, error) {
+	return nil, nil
+}
+func (w *tunnelWorld) RouteAdd(*netlink.Route) error { return nil }
+
+// uplinkLinks is the world's Links: the default route goes when the uplink
+// is down.
+type uplinkLinks struct{ w *tunnelWorld }
+
+func (u uplinkLinks) Links() ([]probes.Link, error) { return u.w.links.Links() }
+func (u uplinkLinks) DefaultRouteLinks() ([]int, error) {
+	u.w.mu.Lock()
+	down := u.w.uplinkDown
+	u.w.mu.Unlock()
+	if down {
+		return nil, nil
+	}
+	return u.w.links.DefaultRouteLinks()
+}
+func (u uplinkLinks) Subscribe(ctx context.Context) (<-chan probes.LinkEvent, error) {
+	return u.w.links.Subscribe(ctx)
+}
+func (u uplinkLinks) Routes() ([]probes.RouteInfo, error)   { return u.w.links.Routes() }
+func (u uplinkLinks) LinkStats() ([]probes.LinkStat, error) { return u.w.links.LinkStats() }
+
+// os is the agent's OS of the world.
+func (w *tunnelWorld) os() OS {
+	o := testOS()
+	o.WireGuard, o.Bounce, o.Systemd, o.Links, o.Net, o.Clock = w, w, w, uplinkLinks{w}, w.net, w.clock
+	return o
+}
+
+// peer returns the world's copy of peer i of wg0.
+func (w *tunnelWorld) peer(i int) wgtypes.Peer {
+	p, _ := w.wg.Peer("wg0", tunnelFakeKey(i))
+	return p
+}

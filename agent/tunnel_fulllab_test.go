@@ -1,45 +1,15 @@
-package agent
+package agent_test
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-	"golang.zx2c4.com/wireguard/wgctrl"
-
+	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
 	"github.com/edgeheal/edgeheal/lab"
-	"github.com/edgeheal/edgeheal/probes"
 )
-
-// tunnelFullLabOS runs the probes that open sockets (the tunnel probe and
-// the host-path ICMP echo) inside the lab's edge namespace; the clock's sync
-// flag is overridden as in tunnelLabOS.
-type tunnelFullLabOS struct {
-	*TunnelSystem
-	l *lab.Lab
-}
-
-func (o *tunnelFullLabOS) Probe(ctx context.Context, target string, timeout time.Duration) TunnelProbeResult {
-	var r TunnelProbeResult
-	if err := o.l.Do(lab.Edge, func() error {
-		r = o.TunnelSystem.Probe(ctx, target, timeout)
-		return nil
-	}); err != nil {
-		r = TunnelProbeResult{Err: err}
-	}
-	return r
-}
-
-func (o *tunnelFullLabOS) Clock(ctx context.Context) (ClockStatus, error) {
-	cs, err := o.TunnelSystem.Clock(ctx)
-	cs.Synchronized = true
-	return cs, err
-}
 
 // TestLabTunnelMonitorHoldsDuringAModemBlackhole runs the monitor with the
 // defaults (probe 1 s × 3) in the full lab's edge namespace, the uplink
@@ -47,7 +17,7 @@ func (o *tunnelFullLabOS) Clock(ctx context.Context) (ClockStatus, error) {
 // at the modem is detected within interval × misses + 1 s and reported as an
 // uplink outage; nothing touches the tunnel, because WireGuard's session
 // survives a short blackhole and resumes within a fraction of a second when
-// the path returns (LAB-NOTES), faster than any forced handshake could.
+// the path returns (docs/lab.md), faster than any forced handshake could.
 func TestLabTunnelMonitorHoldsDuringAModemBlackhole(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true, Keepalive: 20 * time.Second})
 	// The monitor starts on a working tunnel: telemetry flows first.
@@ -57,36 +27,6 @@ func TestLabTunnelMonitorHoldsDuringAModemBlackhole(t *testing.T) {
 			t.Fatalf("no telemetry through the fresh lab within 10 s: %+v", l.Stats())
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	edge, err := netns.GetFromPath(l.NetnsPath(lab.Edge))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer edge.Close()
-	links, err := probes.NewNetlinkAt(edge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer links.Close()
-	wg, err := wgctrl.New() // UAPI sockets are machine-wide: the edge's wireguard-go is reachable from here
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wg.Close()
-	hostPath := ICMPHostPath(500 * time.Millisecond)
-	sys := &TunnelSystem{
-		WG:      wg,
-		Uplinks: links,
-		HostPath: func(ctx context.Context, ep *net.UDPAddr) (ok bool, detail string, err error) {
-			derr := l.Do(lab.Edge, func() error {
-				ok, detail, err = hostPath(ctx, ep)
-				return nil
-			})
-			if derr != nil {
-				return false, "", derr
-			}
-			return ok, detail, err
-		},
 	}
 	tun := configs.Tunnel{
 		Interface:           l.EdgeWG(),
@@ -100,17 +40,14 @@ func TestLabTunnelMonitorHoldsDuringAModemBlackhole(t *testing.T) {
 	}
 	pol := configs.Policy{Cooldown: configs.Duration(30 * time.Second), MaxDisruptive: 3,
 		Window: configs.Duration(time.Hour), VerifyTimeout: configs.Duration(15 * time.Second)}
-	evs := &tunnelLabEvents{}
-	m := NewTunnelMonitor([]configs.Tunnel{tun}, pol, false, &tunnelFullLabOS{TunnelSystem: sys, l: l}, nil, evs.add)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	m, evs := startTunnelLab(t, tun, pol, labOS(t, l, lab.Edge))
+	waitTunnelLabOK(t, m)
+	// The ladder holds on evidence only: an endpoint that has answered the
+	// host's own probe before and is silent now. The daemon learns that
+	// during an incident; a workload's word makes one while the path works.
+	learnedAt := time.Now()
+	m.Suspect("test: an incident while the path works, so the host path is learned")
+	evs.wait(t, 10*time.Second, "recovered", func(ev agent.Event) bool { return ev.Kind == "recovered" && !ev.Time.Before(learnedAt) })
 	waitTunnelLabOK(t, m)
 
 	const hole = 20 * time.Second
@@ -119,8 +56,8 @@ func TestLabTunnelMonitorHoldsDuringAModemBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := darkAt.Add(hole)
-	after := func(kind string) func(Event) bool {
-		return func(ev Event) bool { return ev.Kind == kind && !ev.Time.Before(darkAt) }
+	after := func(kind string) func(agent.Event) bool {
+		return func(ev agent.Event) bool { return ev.Kind == kind && !ev.Time.Before(darkAt) }
 	}
 	inc := evs.wait(t, 5*time.Second, "incident", after("incident"))
 	held := evs.wait(t, 5*time.Second, "uplink-outage", after("uplink-outage"))
@@ -156,7 +93,7 @@ func TestLabTunnelMonitorHoldsDuringAModemBlackhole(t *testing.T) {
 	evs.mu.Lock()
 	defer evs.mu.Unlock()
 	for _, ev := range evs.evs {
-		if ev.Kind == "action" && ev.Action != "keepalive" {
+		if ev.Kind == "action" && ev.Action != "keepalive" && !ev.Time.Before(darkAt) {
 			t.Errorf("the tunnel was touched during an uplink outage: %+v", ev)
 		}
 	}

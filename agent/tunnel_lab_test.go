@@ -1,4 +1,4 @@
-package agent
+package agent_test
 
 import (
 	"context"
@@ -12,52 +12,48 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
+	"github.com/edgeheal/edgeheal/probes"
 )
 
-const tunnelLabCmd = "go test ./agent -run TestLabTunnel -count=1 -v"
+// syncedClock is the real clock with the kernel's sync flag overridden:
+// this lab machine's kernel reports TIME_ERROR (no NTP daemon disciplines
+// it, 2026-11), which the policy rightly treats as a reason to hold the
+// bouncing rungs.
+type syncedClock struct{ agent.Clock }
 
-// tunnelLabOS is the real TunnelSystem with the probe made from inside the
-// edge namespace (ProbeTunnel opens its socket in the calling thread's
-// namespace) and the clock's sync flag overridden: this lab machine's kernel
-// reports TIME_ERROR (no NTP daemon disciplines it, 2026-11), which the
-// policy rightly treats as a reason to hold handshakes.
-type tunnelLabOS struct {
-	*TunnelSystem
-	ns *wgpair.NS
-}
-
-func (l *tunnelLabOS) Probe(ctx context.Context, target string, timeout time.Duration) TunnelProbeResult {
-	var r TunnelProbeResult
-	if err := l.ns.Do(func() error {
-		r = l.TunnelSystem.Probe(ctx, target, timeout)
-		return nil
-	}); err != nil {
-		r = TunnelProbeResult{Err: err}
-	}
-	return r
-}
-
-func (l *tunnelLabOS) Clock(ctx context.Context) (ClockStatus, error) {
-	cs, err := l.TunnelSystem.Clock(ctx)
+func (c syncedClock) Status() (probes.ClockStatus, error) {
+	cs, err := c.Clock.Status()
 	cs.Synchronized = true
 	return cs, err
 }
 
-type tunnelLabEvents struct {
-	mu  sync.Mutex
-	evs []Event
+// lookupNet is the real prober with a DNS of the test's own.
+type lookupNet struct {
+	agent.Prober
+	lookup func(ctx context.Context, name string) ([]netip.Addr, error)
 }
 
-func (l *tunnelLabEvents) add(ev Event) {
+func (n lookupNet) Lookup(ctx context.Context, name string) ([]netip.Addr, error) {
+	return n.lookup(ctx, name)
+}
+
+type tunnelLabEvents struct {
+	mu  sync.Mutex
+	evs []agent.Event
+}
+
+func (l *tunnelLabEvents) add(ev agent.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.evs = append(l.evs, ev)
 }
 
 // wait polls until an event matches, for at most limit.
-func (l *tunnelLabEvents) wait(t *testing.T, limit time.Duration, what string, match func(Event) bool) Event {
+func (l *tunnelLabEvents) wait(t *testing.T, limit time.Duration, what string, match func(agent.Event) bool) agent.Event {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
@@ -74,7 +70,7 @@ func (l *tunnelLabEvents) wait(t *testing.T, limit time.Duration, what string, m
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t.Fatalf("no %s event within %s; events: %+v", what, limit, l.evs)
-	return Event{}
+	return agent.Event{}
 }
 
 // TestLabTunnelMonitorOnRealWireGuard runs the monitor against two
@@ -84,10 +80,11 @@ func (l *tunnelLabEvents) wait(t *testing.T, limit time.Duration, what string, m
 // an endpoint), the edge keeps sending on a session the hub no longer has,
 // and the monitor detects it within probe interval × misses and heals it
 // with a forced handshake. WireGuard alone waits for its "data sent, no
-// reply" timer (12-13 s measured, LAB-NOTES).
+// reply" timer (12-13 s measured, docs/lab.md).
 func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
-	wgpair.RequireRoot(t, tunnelLabCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
+	p.DefaultRoute(t)
 	const interval = 200 * time.Millisecond
 	tun := configs.Tunnel{
 		Interface:           p.A.Dev.Name,
@@ -102,10 +99,10 @@ func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
 	pol := configs.Policy{Cooldown: configs.Duration(time.Second), MaxDisruptive: 3,
 		Window: configs.Duration(time.Hour), VerifyTimeout: configs.Duration(3 * time.Second)}
 	start := time.Now()
-	m, evs := startTunnelLab(t, p, tun, pol, &TunnelSystem{WG: p.Client})
+	m, evs := startTunnelLab(t, tun, pol, openSystem(t, p.A.NS))
 
 	// 1. The pair starts with keepalive 0, as Flannel leaves it.
-	ka := evs.wait(t, 2*time.Second, "keepalive", func(ev Event) bool { return ev.Action == "keepalive" && ev.Result == "changed" })
+	ka := evs.wait(t, 2*time.Second, "keepalive", func(ev agent.Event) bool { return ev.Action == "keepalive" && ev.Result == "changed" })
 	if got := p.Peer(t, p.A).PersistentKeepaliveInterval; got != 20*time.Second {
 		t.Fatalf("keepalive %s after the keepalive action, want 20s", got)
 	}
@@ -127,25 +124,26 @@ func TestLabTunnelMonitorOnRealWireGuard(t *testing.T) {
 		t.Fatalf("re-adding the edge at the hub without a session: %v", err)
 	}
 
-	inc := evs.wait(t, 5*time.Second, "incident", func(ev Event) bool { return ev.Kind == "incident" })
-	rec := evs.wait(t, 12*time.Second, "recovered", func(ev Event) bool { return ev.Kind == "recovered" })
+	inc := evs.wait(t, 5*time.Second, "incident", func(ev agent.Event) bool { return ev.Kind == "incident" })
+	rec := evs.wait(t, 12*time.Second, "recovered", func(ev agent.Event) bool { return ev.Kind == "recovered" })
 	if !strings.Contains(rec.Summary, "healed by handshake") {
 		t.Errorf("recovered %q, want healed by the forced handshake", rec.Summary)
 	}
 	t.Logf("hub forgot the session: detected after %s (bound: interval × misses + 1 s = %s), healthy again after %s; "+
-		"WireGuard alone: 12-13 s (LAB-NOTES)",
+		"WireGuard alone: 12-13 s (docs/lab.md)",
 		inc.Time.Sub(darkAt).Round(time.Millisecond), 3*interval+time.Second, rec.Time.Sub(darkAt).Round(time.Millisecond))
 	if d := inc.Time.Sub(darkAt); d > 3*interval+time.Second {
 		t.Errorf("detected after %s, want within interval × misses + 1 s", d)
 	}
 }
 
-// startTunnelLab runs a monitor on p.A's device with sys (the probe made
-// from A's namespace) until the test ends.
-func startTunnelLab(t *testing.T, p *wgpair.Pair, tun configs.Tunnel, pol configs.Policy, sys *TunnelSystem) (*TunnelMonitor, *tunnelLabEvents) {
+// startTunnelLab runs a monitor with os (the real backend of the edge's
+// namespace, its clock synced) until the test ends.
+func startTunnelLab(t *testing.T, tun configs.Tunnel, pol configs.Policy, os agent.OS) (*agent.TunnelMonitor, *tunnelLabEvents) {
 	t.Helper()
 	evs := &tunnelLabEvents{}
-	m := NewTunnelMonitor([]configs.Tunnel{tun}, pol, false, &tunnelLabOS{TunnelSystem: sys, ns: p.A.NS}, nil, evs.add)
+	os.Clock = syncedClock{os.Clock}
+	m := agent.NewTunnelMonitor(agent.TunnelMonitorConfig{Tunnel: tun, Policy: pol, OS: os, Emit: evs.add})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -158,7 +156,7 @@ func startTunnelLab(t *testing.T, p *wgpair.Pair, tun configs.Tunnel, pol config
 	return m, evs
 }
 
-func waitTunnelLabOK(t *testing.T, m *TunnelMonitor) {
+func waitTunnelLabOK(t *testing.T, m *agent.TunnelMonitor) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && !tunnelLabPeerOK(m) {
@@ -174,8 +172,9 @@ func waitTunnelLabOK(t *testing.T, m *TunnelMonitor) {
 // no longer exists, and the reresolve rung sets the new one. The hub still
 // has the session, so traffic flows again at once, without a handshake.
 func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
-	wgpair.RequireRoot(t, tunnelLabCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
+	p.DefaultRoute(t)
 	const interval = 200 * time.Millisecond
 	var mu sync.Mutex
 	dns := p.B.Underlay
@@ -201,7 +200,9 @@ func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
 	pol := configs.Policy{Cooldown: configs.Duration(time.Second), MaxDisruptive: 3,
 		Window: configs.Duration(time.Hour), VerifyTimeout: configs.Duration(3 * time.Second)}
 	p.Ping(t, p.A, p.B, 5*time.Second)
-	m, evs := startTunnelLab(t, p, tun, pol, &TunnelSystem{WG: p.Client, Lookup: lookup})
+	os := openSystem(t, p.A.NS)
+	os.Net = lookupNet{Prober: os.Net, lookup: lookup}
+	m, evs := startTunnelLab(t, tun, pol, os)
 	waitTunnelLabOK(t, m)
 
 	// The hub moves, and its DNS name follows.
@@ -220,7 +221,7 @@ func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
 	mu.Unlock()
 	movedAt := time.Now()
 
-	rec := evs.wait(t, 10*time.Second, "recovered", func(ev Event) bool { return ev.Kind == "recovered" })
+	rec := evs.wait(t, 10*time.Second, "recovered", func(ev agent.Event) bool { return ev.Kind == "recovered" })
 	if !strings.Contains(rec.Summary, "healed by reresolve") {
 		t.Errorf("recovered %q, want healed by reresolve", rec.Summary)
 	}
@@ -230,10 +231,10 @@ func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
 	t.Logf("hub moved: healthy again after %s through reresolve", rec.Time.Sub(movedAt).Round(time.Millisecond))
 }
 
-func tunnelLabPeerOK(m *TunnelMonitor) bool {
+func tunnelLabPeerOK(m *agent.TunnelMonitor) bool {
 	for _, c := range m.Checks() {
-		if c.Kind == "peer" {
-			return c.State == string(PeerOK) && c.Peer != nil && c.Peer.Probe == "ok"
+		if c.Kind == agent.KindPeer {
+			return c.State == string(agent.PeerOK) && c.Peer != nil && c.Peer.Probe == "ok"
 		}
 	}
 	return false

@@ -21,34 +21,10 @@ type TunnelSuspector interface {
 	Suspect(tunnel, reason string)
 }
 
-// WorkloadProber is the part of probes the workload monitor uses: finding a
-// workload's namespace and probing its broker. ProbesWorkloadProber is the
-// real one; tests use a fake.
-type WorkloadProber interface {
-	Locate(ctx context.Context, w probes.Where) (probes.Target, error)
-	MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error)
-}
-
-// ProbesWorkloadProber is the WorkloadProber made of package probes.
-type ProbesWorkloadProber struct {
-	Locator *probes.Locator
-}
-
 var (
-	_ WorkloadProber  = ProbesWorkloadProber{}
-	_ Part            = (*WorkloadMonitor)(nil)
-	_ TunnelSuspector = (*TunnelMonitor)(nil)
+	_ Component = (*WorkloadMonitor)(nil)
+	_ Checker   = (*WorkloadMonitor)(nil)
 )
-
-// Locate implements WorkloadProber.
-func (p ProbesWorkloadProber) Locate(ctx context.Context, w probes.Where) (probes.Target, error) {
-	return p.Locator.Locate(ctx, w)
-}
-
-// MQTT implements WorkloadProber.
-func (ProbesWorkloadProber) MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error) {
-	return probes.MQTT(ctx, ns, cfg)
-}
 
 // Workload defaults, used when the config leaves a value zero.
 const (
@@ -62,11 +38,11 @@ const (
 // state for Checks, Ready and events. Run owns the rounds; Checks, Ready
 // and Check are safe to call from any goroutine.
 type WorkloadMonitor struct {
-	prober  WorkloadProber
+	os      OS
 	suspect TunnelSuspector // nil: no tunnel action
 	emit    Emit
 	log     *slog.Logger
-	now     func() time.Time
+	onProbe func(ProbeSample)
 
 	mu  sync.Mutex
 	wls []*workloadRun
@@ -82,6 +58,7 @@ type workloadRun struct {
 	misses int
 
 	// Guarded by WorkloadMonitor.mu.
+	progress   time.Time
 	st         workloadStatus
 	target     probes.Target
 	located    bool
@@ -90,10 +67,17 @@ type workloadRun struct {
 	lastAction string
 }
 
-// NewWorkloadMonitor returns a monitor for the workloads. suspect may be
-// nil (no tunnels to heal); emit and log must not be.
-func NewWorkloadMonitor(workloads []configs.Workload, prober WorkloadProber, suspect TunnelSuspector, emit Emit, log *slog.Logger) *WorkloadMonitor {
-	m := &WorkloadMonitor{prober: prober, suspect: suspect, emit: emit, log: log, now: time.Now}
+// NewWorkloadMonitor returns a monitor for the workloads, probing through
+// os (Pods, Net, Clock). suspect may be nil (no tunnels to heal); emit and
+// log may be nil (nothing emitted or logged); onProbe may be nil.
+func NewWorkloadMonitor(workloads []configs.Workload, os OS, suspect TunnelSuspector, emit Emit, log *slog.Logger, onProbe func(ProbeSample)) *WorkloadMonitor {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &WorkloadMonitor{os: os, suspect: suspect, emit: emit, log: log, onProbe: onProbe}
 	for _, w := range workloads {
 		r := &workloadRun{cfg: w, where: WorkloadWhere(w), every: w.Interval.D(), misses: w.Misses}
 		if r.every <= 0 {
@@ -159,6 +143,44 @@ func brokerHost(broker string) string {
 	return host
 }
 
+// reportProbe hands a probe to the probe duration metric.
+func (m *WorkloadMonitor) reportProbe(kind, name string, r probes.Result, err error) {
+	if m.onProbe == nil {
+		return
+	}
+	result := "ok"
+	switch {
+	case err != nil:
+		result = "error"
+	case !r.OK():
+		result = "fail"
+	}
+	m.onProbe(ProbeSample{Kind: kind, Target: name, Result: result, Duration: r.Latency})
+}
+
+// Name implements Component.
+func (m *WorkloadMonitor) Name() string { return "workloads" }
+
+// Health implements Component: every workload must complete a round within
+// three of its intervals and probe timeouts.
+func (m *WorkloadMonitor) Health() Health {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var h Health
+	for i, r := range m.wls {
+		if i == 0 || r.progress.Before(h.LastProgress) {
+			h.LastProgress = r.progress
+		}
+		timeout := r.pod.Timeout
+		if timeout <= 0 {
+			timeout = probes.DefaultTimeout
+		}
+		h.Deadline = max(h.Deadline, 3*(r.every+2*timeout))
+	}
+	h.Detail = fmt.Sprintf("probing %d workloads", len(m.wls))
+	return h
+}
+
 // Run probes every workload at its interval (the first round at once) until
 // ctx is done, then returns nil. Each workload has its own goroutine, which
 // Run waits for.
@@ -203,19 +225,21 @@ type roundResult struct {
 // tell overlay from broker.
 func (m *WorkloadMonitor) observe(ctx context.Context, r *workloadRun, alwaysHost bool) roundResult {
 	var rr roundResult
-	t, err := m.prober.Locate(ctx, r.where)
+	t, err := m.os.Pods.Locate(ctx, r.where)
 	rr.obs.ResolveErr = err
 	if err != nil {
 		return rr
 	}
 	rr.target, rr.located = t, true
-	res, err := m.prober.MQTT(ctx, t.Netns, r.pod)
+	res, err := m.os.Net.MQTT(ctx, t.Netns, r.pod)
+	m.reportProbe("workload-pod", r.cfg.Name, res, err)
 	rr.obs.Pod, rr.obs.PodErr = res, err
 	if err == nil {
 		rr.pod = &res
 	}
 	if r.host != nil && (alwaysHost || (err == nil && !res.OK())) {
-		h, err := m.prober.MQTT(ctx, probes.Netns{}, *r.host)
+		h, err := m.os.Net.MQTT(ctx, probes.Netns{}, *r.host)
+		m.reportProbe("workload-host", r.cfg.Name, h, err)
 		rr.obs.HostErr = err
 		if err == nil {
 			rr.host = &h
@@ -232,10 +256,11 @@ func (m *WorkloadMonitor) round(ctx context.Context, r *workloadRun) {
 		return // being stopped: a cancelled probe is no observation
 	}
 	d, detail := DiagnoseWorkload(rr.obs)
-	now := m.now()
+	now := m.os.Clock.Now()
 	log := m.log.With("workload", r.cfg.Name)
 
 	m.mu.Lock()
+	r.progress = now
 	prev := r.st
 	prevTarget, wasLocated := r.target, r.located
 	next, act := nextWorkload(prev, d, detail, rr.target.ID, r.misses, now)

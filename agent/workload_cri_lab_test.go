@@ -7,49 +7,19 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport/crilab"
+	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/probes"
 )
 
-// allowAnyone lets every client connect (mochi's auth package would pull
-// in another yaml module).
-type allowAnyone struct{ mqtt.HookBase }
-
-func (h *allowAnyone) ID() string { return "allow-anyone" }
-
-func (h *allowAnyone) Provides(b byte) bool {
-	return b == mqtt.OnConnectAuthenticate || b == mqtt.OnACLCheck
-}
-
-func (h *allowAnyone) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
-
-func (h *allowAnyone) OnACLCheck(*mqtt.Client, string, bool) bool { return true }
-
-// startBrokerIn serves MQTT (mochi, anyone allowed) on a loopback port
-// created in ns, until the test ends, and returns the port.
-func startBrokerIn(t *testing.T, ns probes.Netns, port string) string {
+// startBrokerIn runs mosquitto, anyone allowed, on a loopback port in ns
+// (0: a free one) until the test ends, and returns the port.
+func startBrokerIn(t *testing.T, ns probes.Netns, port int) string {
 	t.Helper()
-	var l net.Listener
-	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp", "127.0.0.1:"+port); return err }); err != nil {
-		t.Fatalf("listening in %s: %v", ns, err)
-	}
-	s := mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := s.AddHook(new(allowAnyone), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddListener(listeners.NewNet("probe", l)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	_, p, _ := net.SplitHostPort(l.Addr().String())
+	b := mosquitto.Start(t, mosquitto.Options{Plain: true, PlainPort: port, Netns: ns.Path})
+	_, p, _ := net.SplitHostPort(b.PlainAddr)
 	return p
 }
 
@@ -63,14 +33,12 @@ func TestLabWorkloadMonitorFollowsRecreatedPods(t *testing.T) {
 	lab := crilab.Start(t)
 	ctx := t.Context()
 	labels := map[string]string{"app": "telemetry"}
-	loc := &probes.Locator{}
-	defer loc.Close()
 	cri, err := probes.DialCRI(lab.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cri.Close()
-	hostPort := startBrokerIn(t, probes.Netns{}, "0")
+	hostPort := startBrokerIn(t, probes.Netns{}, 0)
 
 	// runPod runs a sandbox and a broker inside it on port 1883.
 	runPod := func(name string) string {
@@ -83,7 +51,7 @@ func TestLabWorkloadMonitorFollowsRecreatedPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		startBrokerIn(t, target.Netns, "1883")
+		startBrokerIn(t, target.Netns, 1883)
 		return id
 	}
 
@@ -101,7 +69,7 @@ func TestLabWorkloadMonitorFollowsRecreatedPods(t *testing.T) {
 	}
 	sus := &fakeSuspector{}
 	evs := &eventLog{}
-	m := NewWorkloadMonitor([]configs.Workload{w}, ProbesWorkloadProber{Locator: loc}, sus, evs.emit, slog.New(slog.DiscardHandler))
+	m := NewWorkloadMonitor([]configs.Workload{w}, realWorkloadOS(t, probes.Netns{}), sus, evs.emit, slog.New(slog.DiscardHandler), nil)
 	r := m.wls[0]
 	type view struct {
 		State, Diagnosis, Sandbox string

@@ -16,19 +16,30 @@ import (
 	"github.com/edgeheal/edgeheal/probes"
 )
 
-// hostProbesIn runs the "host" probes of a WorkloadProber in another
-// namespace: in the lab the agent's host is the edge namespace, not the
-// test process's own.
-type hostProbesIn struct {
-	WorkloadProber
+// realNet is the real workload probes (probes.MQTT) with "the host" being
+// another namespace: in the lab the agent's host is the edge namespace,
+// not the test process's own. (agent/system is the daemon's; a test of
+// package agent cannot import it.)
+type realNet struct {
+	fakeNet
 	host probes.Netns
 }
 
-func (h hostProbesIn) MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error) {
+func (n *realNet) MQTT(ctx context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error) {
 	if ns.Path == "" {
-		ns = h.host
+		ns = n.host
 	}
-	return h.WorkloadProber.MQTT(ctx, ns, cfg)
+	return probes.MQTT(ctx, ns, cfg)
+}
+
+// realWorkloadOS is an OS with the real pod locator and workload probes.
+func realWorkloadOS(t *testing.T, host probes.Netns) OS {
+	t.Helper()
+	loc := &probes.Locator{}
+	t.Cleanup(func() { loc.Close() })
+	os := testOS()
+	os.Pods, os.Net = loc, &realNet{host: host}
+	return os
 }
 
 // TestLabWorkloadDiagnosisOverlayAndBroker runs the workload monitor with
@@ -51,10 +62,9 @@ func TestLabWorkloadDiagnosisOverlayAndBroker(t *testing.T) {
 			Timeout:    configs.Duration(700 * time.Millisecond),
 		},
 	}
-	prober := hostProbesIn{WorkloadProber: ProbesWorkloadProber{Locator: &probes.Locator{}}, host: probes.Netns{Path: l.NetnsPath(lab.Edge)}}
 	sus := &fakeSuspector{}
 	evs := &eventLog{}
-	m := NewWorkloadMonitor([]configs.Workload{w}, prober, sus, evs.emit, slog.New(slog.DiscardHandler))
+	m := NewWorkloadMonitor([]configs.Workload{w}, realWorkloadOS(t, probes.Netns{Path: l.NetnsPath(lab.Edge)}), sus, evs.emit, slog.New(slog.DiscardHandler), nil)
 	r := m.wls[0]
 	ctx := t.Context()
 	diag := func() string { return string(m.Checks()[0].Workload.Diagnosis) }

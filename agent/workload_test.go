@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -47,6 +49,21 @@ func (f *fakeWorkloadProber) MQTT(_ context.Context, ns probes.Netns, cfg probes
 		c = f.host
 	}
 	return probes.Result{Probe: "mqtt", Target: cfg.Broker, Class: c, Latency: time.Millisecond}, nil
+}
+
+func (f *fakeWorkloadProber) Tunnel(context.Context, string, time.Duration) probes.ProbeResult {
+	return probes.ProbeResult{OK: true, Class: "ok"}
+}
+
+func (f *fakeWorkloadProber) Lookup(context.Context, string) ([]netip.Addr, error) {
+	return nil, errors.New("no lookups in workload tests")
+}
+
+// os is an OS whose pods and probes are the fake's.
+func (f *fakeWorkloadProber) os() OS {
+	os := testOS()
+	os.Pods, os.Net = f, f
+	return os
 }
 
 func (f *fakeWorkloadProber) takeCalls() []string {
@@ -121,7 +138,7 @@ func TestWorkloadMonitorRun(t *testing.T) {
 		p := &fakeWorkloadProber{target: ns1, pod: probes.ClassOK, host: probes.ClassOK}
 		sus := &fakeSuspector{}
 		evs := &eventLog{}
-		m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p, sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p.os(), sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 
 		if ready, reason, found := m.Ready("telemetry"); ready || !found {
 			t.Errorf("before the first round: ready %v (%s), found %v; want not ready, found", ready, reason, found)
@@ -198,7 +215,7 @@ func TestWorkloadMonitorWithoutHostProbeSaysSo(t *testing.T) {
 	w := testWorkload()
 	w.MQTT.HostBroker = ""
 	p := &fakeWorkloadProber{target: probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"}, pod: probes.ClassTimeout}
-	m := NewWorkloadMonitor([]configs.Workload{w}, p, &fakeSuspector{}, func(Event) {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := NewWorkloadMonitor([]configs.Workload{w}, p.os(), &fakeSuspector{}, func(Event) {}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	got := m.Check(context.Background())
 	if len(got) != 1 {
 		t.Fatalf("got %d checks", len(got))
@@ -213,7 +230,7 @@ func TestWorkloadMonitorCheckIsOneShot(t *testing.T) {
 	p := &fakeWorkloadProber{target: probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"}, pod: probes.ClassTimeout, host: probes.ClassOK}
 	sus := &fakeSuspector{}
 	evs := &eventLog{}
-	m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p, sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p.os(), sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	got := m.Check(context.Background())
 	target := probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"}
 	want := []Check{{Kind: "workload", Target: "telemetry", State: WorkloadDown, Workload: &WorkloadInfo{

@@ -142,6 +142,10 @@ func TestParseProblems(t *testing.T) {
 			[]string{`f.yaml: report.mqtt.topic_prefix: "edgeheal/#": no wildcards`}},
 		{"an uplink feature that is neither on nor off", "uplinks:\n  - name: wwan0\n    features: {tso: maybe}\n",
 			[]string{`f.yaml: uplinks[0].features.tso: "maybe": must be on or off`}},
+		{"an uplink name that is not a valid glob", "uplinks:\n  - name: 'eth['\n",
+			[]string{`f.yaml: uplinks[0].name: "eth[" is not a valid glob`}},
+		{"an uplink tx_checksum that is neither off nor leave", "uplinks:\n  - name: wwan0\n    tx_checksum: maybe\n",
+			[]string{`f.yaml: uplinks[0].tx_checksum: "maybe": must be off or leave`}},
 		{"a node name that would break topics", "node: {name: 'a/b'}\n",
 			[]string{`f.yaml: node.name: "a/b" cannot be used in MQTT topics`}},
 		{"an alias bomb is refused", bomb(),
@@ -370,24 +374,6 @@ var cmpValuesOnly = cmp.FilterPath(func(p cmp.Path) bool {
 	}
 	return false
 }, cmp.Ignore())
-
-func TestLastGood(t *testing.T) {
-	dir := t.TempDir()
-	cfg, err := Parse("c.yaml", []byte("report: {state_dir: "+dir+"}\ntunnels:\n  - interface: wg0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := SaveLastGood(cfg); err != nil {
-		t.Fatal(err)
-	}
-	got, err := LoadLastGood(filepath.Join(dir, LastGoodName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(cfg, got, cmpValuesOnly); diff != "" {
-		t.Errorf("last good copy (-want +got):\n%s", diff)
-	}
-}
 
 // FuzzParse checks that Parse never panics and never returns a config that
 // fails Validate.

@@ -4,26 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
-	"sort"
 	"strings"
-
-	"github.com/edgeheal/edgeheal/internal/nicfeat"
 )
 
-// ActionOffloadOff is the Result.Action of EnsureTxChecksumOff and EnsureFeatures.
+// ActionOffloadOff is the Result.Action of EnsureOffload.
 const ActionOffloadOff = "offload-off"
-
-// TxChecksumPattern matches the kernel's TX checksum features
-// (tx-checksum-ipv4, tx-checksum-ip-generic, tx-checksum-ipv6,
-// tx-checksum-sctp, tx-checksum-fcoe-crc), whichever a driver lists. It is
-// what ethtool(8) means by "tx" and "tx-checksumming".
-const TxChecksumPattern = nicfeat.TxChecksumPattern
-
-// FeatureState is one NIC feature as the kernel reports it (ETHTOOL_GFEATURES):
-// Active, Requested, and Changeable (false: "[fixed]").
-type FeatureState = nicfeat.State
 
 // NIC reads and changes the features of links in one network namespace.
 // Implementations return an error matching os.ErrNotExist when the link does
@@ -36,12 +22,6 @@ type NIC interface {
 	// Change asks for each named kernel feature to be on (true) or off.
 	Change(link string, features map[string]bool) error
 }
-
-// ErrUnknownFeature is matched (errors.Is) by the error for a configured
-// feature name that is neither a kernel feature of the link nor an ethtool(8)
-// group name, or whose value is not "on" or "off". It is a configuration
-// error: the message lists the names the link has.
-var ErrUnknownFeature = nicfeat.ErrUnknownFeature
 
 // ErrNotApplied is matched by the error returned when the kernel accepted a
 // feature change but reading the features back shows it did not take effect.
@@ -67,50 +47,60 @@ func (e *NotAppliedError) Is(target error) bool { return target == ErrNotApplied
 // feature to be on while TX checksum is guarded off.
 var ErrConflict = errors.New("conflicting feature settings")
 
-// FeatureGroups returns the ethtool(8) group names this package expands,
-// each mapped to the kernel feature glob it stands for (both the short
-// and the long name are keys).
-func FeatureGroups() map[string]string { return nicfeat.Groups() }
-
-// ExpandFeature returns the kernel feature names that name stands for on a
-// link with the features have: name itself if the link has it, or the
-// members of an ethtool(8) group name (tx, tx-checksumming, sg, tso, gro,
-// ...). An unknown name, or a group with no member on this link, is an
-// error matching ErrUnknownFeature that lists the names the link has.
-func ExpandFeature(name string, have map[string]FeatureState) ([]string, error) {
-	return nicfeat.Expand(name, sortedNames(have))
+// OffloadWant is the desired state of one link's features: every TX
+// checksum feature its driver lists off (TxChecksumOff), and Features
+// (kernel or ethtool(8) group names, each "on" or "off").
+type OffloadWant struct {
+	TxChecksumOff bool
+	Features      map[string]string
 }
 
-// WantedFeatures turns the guard's configuration into the kernel feature
-// states wanted on a link with the features have: every tx-checksum-* the
-// driver lists off when txOff, plus extra (kernel or ethtool(8) group names,
-// each "on" or "off"). It returns what it could resolve together with an
-// error joining every problem (ErrUnknownFeature, ErrConflict), so that a
-// typo in an extra feature never stops TX checksum offload being turned off.
-func WantedFeatures(have map[string]FeatureState, txOff bool, extra map[string]string) (map[string]bool, error) {
-	want := map[string]bool{}
-	if txOff {
+// GuardedFeature is one feature the want covers on a link: how it is and
+// how it is wanted.
+type GuardedFeature struct {
+	Name  string
+	State FeatureState
+	Want  bool // on
+}
+
+// OK reports whether the feature is as wanted.
+func (f GuardedFeature) OK() bool { return f.State.Active == f.Want }
+
+// FeaturePlan is what EnsureOffload does on a link with the features it
+// read: the one computation of the offload's desired state, which both the
+// daemon and `edgeheal check` use.
+type FeaturePlan struct {
+	Guarded []GuardedFeature // every feature the want covers here, by name
+	Change  map[string]bool  // the changeable features that are wrong, and their wanted state
+	Changes []string         // the same as "name: old -> new", sorted
+	Fixed   []string         // wrong features the driver does not let change: "name: on [fixed]"
+	// Err joins the configuration problems (ErrUnknownFeature, ErrConflict).
+	// What could be resolved is still planned: a typo in an extra feature
+	// never stops TX checksum offload being turned off.
+	Err error
+}
+
+// PlanOffload computes the plan for a link with the features have. It is
+// pure.
+func PlanOffload(have map[string]FeatureState, want OffloadWant) FeaturePlan {
+	wanted := map[string]bool{}
+	if want.TxChecksumOff {
 		for n := range have {
-			if ok, _ := path.Match(TxChecksumPattern, n); ok {
-				want[n] = false
+			if IsTxChecksum(n) {
+				wanted[n] = false
 			}
 		}
 	}
 	var errs []error
 	from := map[string]string{} // kernel name -> configured name that set it
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(want.Features) {
 		var on bool
-		switch v := strings.ToLower(strings.TrimSpace(extra[k])); v {
+		switch v := strings.ToLower(strings.TrimSpace(want.Features[k])); v {
 		case "on":
 			on = true
 		case "off":
 		default:
-			errs = append(errs, fmt.Errorf("%w %q: value %q is not on or off", ErrUnknownFeature, k, extra[k]))
+			errs = append(errs, fmt.Errorf("%w %q: value %q is not on or off", ErrUnknownFeature, k, want.Features[k]))
 			continue
 		}
 		names, err := ExpandFeature(k, have)
@@ -119,106 +109,96 @@ func WantedFeatures(have map[string]FeatureState, txOff bool, extra map[string]s
 			continue
 		}
 		for _, n := range names {
-			if txOff && on && isTxChecksum(n) {
+			if want.TxChecksumOff && on && IsTxChecksum(n) {
 				errs = append(errs, fmt.Errorf("%w: %s: on (from %q) but tx_checksum is off", ErrConflict, n, k))
 				continue
 			}
-			if prev, ok := from[n]; ok && want[n] != on {
+			if prev, ok := from[n]; ok && wanted[n] != on {
 				errs = append(errs, fmt.Errorf("%w: %s is %s from %q and %s from %q",
-					ErrConflict, n, onOff(want[n]), prev, onOff(on), k))
+					ErrConflict, n, onOff(wanted[n]), prev, onOff(on), k))
 				continue
 			}
-			want[n] = on
+			wanted[n] = on
 			from[n] = k
 		}
 	}
-	return want, errors.Join(errs...)
+	p := FeaturePlan{Change: map[string]bool{}, Err: errors.Join(errs...)}
+	for _, n := range sortedKeys(wanted) {
+		st := have[n]
+		p.Guarded = append(p.Guarded, GuardedFeature{Name: n, State: st, Want: wanted[n]})
+		switch {
+		case st.Active == wanted[n]:
+		case !st.Changeable:
+			p.Fixed = append(p.Fixed, fmt.Sprintf("%s: %s [fixed]", n, onOff(st.Active)))
+		default:
+			p.Change[n] = wanted[n]
+			p.Changes = append(p.Changes, fmt.Sprintf("%s: %s -> %s", n, onOff(st.Active), onOff(wanted[n])))
+		}
+	}
+	return p
 }
 
-// EnsureTxChecksumOff turns off every changeable TX checksum feature of link
-// that its driver lists (tx-checksum-ipv4, -ip-generic, -ipv6, -sctp,
-// -fcoe-crc) and applies extra (kernel or ethtool(8) group names, "on" or
-// "off"), then reads the features back, because the ioctl can succeed
-// without applying.
+// EnsureOffload brings link's features to want: it reads them, plans
+// (PlanOffload), changes what is wrong and changeable, and reads them back,
+// because the ioctl can succeed without applying. It returns what it did
+// and the plan it made from the first read.
 //
 // It is idempotent: with nothing to change it calls no Change and returns
-// Changed false. With dryRun it changes nothing and lists in Changes what it
-// would change (Result.DryRun set when something would). Features that need
-// a change but are fixed by the driver are listed in Fixed ("name: on
-// [fixed]") and are not errors. Each Changes entry reads "name: old -> new".
+// Changed false. With dryRun it changes nothing and lists in Changes what
+// it would change (Result.DryRun set when something would). Features that
+// need a change but are fixed by the driver are listed in Fixed and are not
+// errors. Each Changes entry reads "name: old -> new".
 //
 // When Change fails, Changes lists what was attempted and Changed is false;
 // when the read-back fails, Changed is true and Changes lists what was
 // asked for. Otherwise Changes lists only what the read-back confirmed.
 //
 // Errors: a missing link matches os.ErrNotExist (from the NIC); a feature
-// still wrong after the change matches ErrNotApplied and names it; a bad
-// extra feature matches ErrUnknownFeature or ErrConflict, and is returned
-// only after everything else was applied.
-func EnsureTxChecksumOff(ctx context.Context, nic NIC, link string, extra map[string]string, dryRun bool) (Result, error) {
-	return ensure(ctx, nic, link, true, extra, dryRun)
-}
-
-// EnsureFeatures is EnsureTxChecksumOff without the TX checksum part: it
-// applies only want (the guard's tx_checksum: leave with extra features).
-// Its contract is otherwise the same.
-func EnsureFeatures(ctx context.Context, nic NIC, link string, want map[string]string, dryRun bool) (Result, error) {
-	return ensure(ctx, nic, link, false, want, dryRun)
-}
-
-func ensure(ctx context.Context, nic NIC, link string, txOff bool, extra map[string]string, dryRun bool) (Result, error) {
+// still wrong after the change matches ErrNotApplied and names it; the
+// plan's configuration problems (ErrUnknownFeature, ErrConflict) are
+// returned too, after everything else was applied.
+func EnsureOffload(ctx context.Context, nic NIC, link string, want OffloadWant, dryRun bool) (Result, FeaturePlan, error) {
 	r := Result{Action: ActionOffloadOff, Target: link}
 	if err := ctx.Err(); err != nil {
-		return r, err
+		return r, FeaturePlan{}, err
 	}
 	before, err := nic.FeaturesWithState(link)
 	if err != nil {
-		return r, fmt.Errorf("reading features of %s: %w", link, err)
+		return r, FeaturePlan{}, fmt.Errorf("reading features of %s: %w", link, err)
 	}
-	want, configErr := WantedFeatures(before, txOff, extra)
-	if configErr != nil {
-		configErr = fmt.Errorf("features configured for %s: %w", link, configErr)
+	plan := PlanOffload(before, want)
+	var configErr error
+	if plan.Err != nil {
+		configErr = fmt.Errorf("features configured for %s: %w", link, plan.Err)
 	}
-
-	change := map[string]bool{}
-	for _, n := range sortedKeys(want) {
-		st := before[n]
-		if st.Active == want[n] {
-			continue
-		}
-		if !st.Changeable {
-			r.Fixed = append(r.Fixed, fmt.Sprintf("%s: %s [fixed]", n, onOff(st.Active)))
-			continue
-		}
-		change[n] = want[n]
-		r.Changes = append(r.Changes, fmt.Sprintf("%s: %s -> %s", n, onOff(st.Active), onOff(want[n])))
-	}
-	if len(change) == 0 {
-		return r, configErr
+	r.Fixed = slices.Clone(plan.Fixed)
+	r.Changes = slices.Clone(plan.Changes)
+	if len(plan.Change) == 0 {
+		return r, plan, configErr
 	}
 	if dryRun {
 		r.DryRun = true
-		return r, configErr
+		return r, plan, configErr
 	}
 	if err := ctx.Err(); err != nil {
 		r.Changes = nil
-		return r, errors.Join(err, configErr)
+		return r, plan, errors.Join(err, configErr)
 	}
-	if err := nic.Change(link, change); err != nil {
-		return r, errors.Join(fmt.Errorf("changing features of %s: %w", link, err), configErr)
+	if err := nic.Change(link, plan.Change); err != nil {
+		return r, plan, errors.Join(fmt.Errorf("changing features of %s: %w", link, err), configErr)
 	}
 	// The SFEATURES ioctl can return success and leave a feature as it was
-	// (LAB-NOTES: a change to a fixed feature returns nil), so only the
-	// read-back says what happened.
+	// (docs/lab.md, "ethtool": a change to a fixed feature returns nil), so
+	// only the read-back says what happened.
 	after, err := nic.FeaturesWithState(link)
 	if err != nil {
 		r.Changed = true // the change was accepted; whether it applied is unknown
-		return r, errors.Join(fmt.Errorf("reading back features of %s: %w", link, err), configErr)
+		return r, plan, errors.Join(fmt.Errorf("reading back features of %s: %w", link, err), configErr)
 	}
 	var applied, stuck, stuckStates []string
-	for _, n := range sortedKeys(change) {
-		if after[n].Active == change[n] {
-			applied = append(applied, fmt.Sprintf("%s: %s -> %s", n, onOff(!change[n]), onOff(change[n])))
+	for _, n := range sortedKeys(plan.Change) {
+		if after[n].Active == plan.Change[n] {
+			applied = append(applied, fmt.Sprintf("%s: %s -> %s", n, onOff(!plan.Change[n]), onOff(plan.Change[n])))
 			continue
 		}
 		stuck = append(stuck, n)
@@ -227,9 +207,9 @@ func ensure(ctx context.Context, nic NIC, link string, txOff bool, extra map[str
 	r.Changes = applied
 	r.Changed = len(applied) > 0
 	if len(stuck) > 0 {
-		return r, errors.Join(&NotAppliedError{Link: link, Features: stuck, states: stuckStates}, configErr)
+		return r, plan, errors.Join(&NotAppliedError{Link: link, Features: stuck, states: stuckStates}, configErr)
 	}
-	return r, configErr
+	return r, plan, configErr
 }
 
 // FeatureOfEntry returns the feature name of a Result.Changes or Result.Fixed
@@ -239,17 +219,11 @@ func FeatureOfEntry(entry string) string {
 	return name
 }
 
-func isTxChecksum(name string) bool { return nicfeat.IsTxChecksum(name) }
-
 func onOff(on bool) string {
 	if on {
 		return "on"
 	}
 	return "off"
-}
-
-func sortedNames(m map[string]FeatureState) []string {
-	return sortedKeys(m)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

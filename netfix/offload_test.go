@@ -3,6 +3,7 @@ package netfix_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -14,7 +15,7 @@ import (
 	"github.com/edgeheal/edgeheal/netfix/netfixtest"
 )
 
-func TestEnsureTxChecksumOff(t *testing.T) {
+func TestEnsureOffload(t *testing.T) {
 	on := netfix.FeatureState{Active: true, Requested: true, Changeable: true}
 	off := netfix.FeatureState{Changeable: true}
 	fixedOn := netfix.FeatureState{Active: true, Requested: true}
@@ -204,7 +205,7 @@ func TestEnsureTxChecksumOff(t *testing.T) {
 			nic.IgnoreChanges("eth0", tt.ignore)
 			nic.FailChangeWith("eth0", tt.changeErr)
 
-			got, err := netfix.EnsureTxChecksumOff(context.Background(), nic, "eth0", tt.extra, tt.dryRun)
+			got, _, err := netfix.EnsureOffload(context.Background(), nic, "eth0", netfix.OffloadWant{TxChecksumOff: true, Features: tt.extra}, tt.dryRun)
 
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("result (-want +got):\n%s", diff)
@@ -235,15 +236,15 @@ func TestEnsureTxChecksumOff(t *testing.T) {
 	}
 }
 
-func TestEnsureTxChecksumOffTwiceChangesNothingTheSecondTime(t *testing.T) {
+func TestEnsureOffloadTwiceChangesNothingTheSecondTime(t *testing.T) {
 	nic := netfixtest.NewNIC()
 	nic.SetLink("wwan0", netfixtest.Veth())
 	ctx := context.Background()
-	if _, err := netfix.EnsureTxChecksumOff(ctx, nic, "wwan0", nil, false); err != nil {
+	if _, _, err := netfix.EnsureOffload(ctx, nic, "wwan0", netfix.OffloadWant{TxChecksumOff: true}, false); err != nil {
 		t.Fatal(err)
 	}
 	nic.ResetCalls()
-	got, err := netfix.EnsureTxChecksumOff(ctx, nic, "wwan0", nil, false)
+	got, _, err := netfix.EnsureOffload(ctx, nic, "wwan0", netfix.OffloadWant{TxChecksumOff: true}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,10 +257,10 @@ func TestEnsureTxChecksumOffTwiceChangesNothingTheSecondTime(t *testing.T) {
 	}
 }
 
-func TestEnsureFeaturesLeavesTxChecksumAlone(t *testing.T) {
+func TestEnsureOffloadWithoutTxChecksumLeavesItAlone(t *testing.T) {
 	nic := netfixtest.NewNIC()
 	nic.SetLink("eth0", netfixtest.Veth())
-	got, err := netfix.EnsureFeatures(context.Background(), nic, "eth0", map[string]string{"gro": "on"}, false)
+	got, _, err := netfix.EnsureOffload(context.Background(), nic, "eth0", netfix.OffloadWant{Features: map[string]string{"gro": "on"}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,12 +270,12 @@ func TestEnsureFeaturesLeavesTxChecksumAlone(t *testing.T) {
 	}
 }
 
-func TestEnsureTxChecksumOffStopsOnCancelledContext(t *testing.T) {
+func TestEnsureOffloadStopsOnCancelledContext(t *testing.T) {
 	nic := netfixtest.NewNIC()
 	nic.SetLink("eth0", netfixtest.Veth())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := netfix.EnsureTxChecksumOff(ctx, nic, "eth0", nil, false)
+	_, _, err := netfix.EnsureOffload(ctx, nic, "eth0", netfix.OffloadWant{TxChecksumOff: true}, false)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error = %v, want context.Canceled", err)
 	}
@@ -313,5 +314,31 @@ func TestExpandFeature(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestPlanOffloadListsEveryGuardedFeatureWithItsWantedState(t *testing.T) {
+	have := netfixtest.Veth()
+	p := netfix.PlanOffload(have, netfix.OffloadWant{TxChecksumOff: true, Features: map[string]string{"gro": "on", "tx-checksum-ipv6": "on"}})
+	var got []string
+	for _, f := range p.Guarded {
+		got = append(got, fmt.Sprintf("%s want %v ok %v", f.Name, f.Want, f.OK()))
+	}
+	want := []string{
+		"rx-gro want true ok false",
+		"tx-checksum-fcoe-crc want false ok true",
+		"tx-checksum-ip-generic want false ok false",
+		"tx-checksum-ipv4 want false ok true",
+		"tx-checksum-ipv6 want false ok true",
+		"tx-checksum-sctp want false ok false",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("guarded features (-want +got):\n%s", diff)
+	}
+	if !errors.Is(p.Err, netfix.ErrConflict) || !strings.Contains(p.Err.Error(), `tx-checksum-ipv6: on (from "tx-checksum-ipv6") but tx_checksum is off`) {
+		t.Errorf("Err = %v, want the conflict named", p.Err)
+	}
+	if diff := cmp.Diff([]string{"rx-gro: off -> on", "tx-checksum-ip-generic: on -> off", "tx-checksum-sctp: on -> off"}, p.Changes); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
 	}
 }

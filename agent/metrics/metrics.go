@@ -189,9 +189,9 @@ func (m *Metrics) SetHandshakeAge(iface, peer string, age time.Duration) {
 	m.handshakeAge.WithLabelValues(iface, peer).Set(age.Seconds())
 }
 
-// ObserveProbe records one probe; result is "ok", "fail" or "error".
-func (m *Metrics) ObserveProbe(kind, target, result string, d time.Duration) {
-	m.probeDuration.WithLabelValues(kind, target, result).Observe(d.Seconds())
+// ObserveProbe records one active probe (agent.Options.OnProbe).
+func (m *Metrics) ObserveProbe(p agent.ProbeSample) {
+	m.probeDuration.WithLabelValues(p.Kind, p.Target, p.Result).Observe(p.Duration.Seconds())
 }
 
 // CountRemediation counts one remediation action.

@@ -34,7 +34,7 @@ func filledMetrics() *Metrics {
 	m.SetChecks([]agent.Check{
 		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Peer: &agent.PeerInfo{LastHandshake: time.Unix(1_700_000_000, 0), HandshakeAgeSeconds: 42}},
 	})
-	m.ObserveProbe("tunnel", "wg0", "ok", 3*time.Millisecond)
+	m.ObserveProbe(agent.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: 3 * time.Millisecond})
 	m.ObserveEvent(agent.Event{Kind: "action", Action: "handshake", Result: "ok"})
 	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
 	m.ConfigLoaded(true, time.Unix(1_700_000_000, 0))

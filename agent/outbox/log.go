@@ -159,6 +159,9 @@ func encodeRecord(rec record) ([]byte, error) {
 // file, synced and renamed over the old one, so a crash leaves either log
 // complete.
 func (o *Outbox) maybeCompact() error {
+	if o.f == nil {
+		return nil
+	}
 	if o.dead < compactAfter || o.dead < 2*len(o.pending) {
 		return nil
 	}
@@ -215,6 +218,9 @@ func (o *Outbox) maybeCompact() error {
 // partial record can never sit in the middle of the log and hide the
 // records written after it.
 func (o *Outbox) write(b []byte, sync bool) error {
+	if o.f == nil {
+		return nil // memory only (OpenOrMemory): nothing to write to
+	}
 	_, err := o.f.Write(b)
 	if err == nil && sync {
 		err = o.f.Sync()

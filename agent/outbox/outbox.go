@@ -77,12 +77,50 @@ type Outbox struct {
 	size      int64  // length of the valid log: where the next record goes
 	closed    bool
 	changed   chan struct{}
+	// Memory mode: f is nil while the log could not be opened; diskErr
+	// says why. remap holds the sequence numbers of events carried from
+	// memory to the log, for their Acks.
+	diskErr error
+	remap   map[uint64]uint64
 }
 
 // Open opens (creating it if needed) the outbox in dir/outbox and
 // replays its log. A torn tail is truncated; Truncated reports how many
 // bytes were cut.
 func Open(dir string, opts Options) (*Outbox, error) {
+	o, err := newOutbox(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.openLog(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// OpenOrMemory is Open for the daemon: when the log cannot be opened (a
+// read-only, full or missing state directory), the outbox keeps events in
+// memory, bounded the same way, and says so in Health; Run tries the disk
+// again and, once the log opens, writes what memory holds into it. Only
+// bad options are an error.
+func OpenOrMemory(dir string, opts Options) (*Outbox, error) {
+	o, err := newOutbox(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.openLog(); err != nil {
+		o.diskErr = err
+		// Sequence numbers in memory must never be those of the log's own
+		// events, so that an Ack after the log opened finds the right one.
+		o.nextSeq = memorySeqBase
+	}
+	return o, nil
+}
+
+// memorySeqBase is where sequence numbers start for events kept in memory.
+const memorySeqBase = 1 << 62
+
+func newOutbox(dir string, opts Options) (*Outbox, error) {
 	if opts.Max == 0 {
 		opts.Max = DefaultMax
 	}
@@ -92,34 +130,46 @@ func Open(dir string, opts Options) (*Outbox, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	o := &Outbox{
+	return &Outbox{
 		dir:     filepath.Join(dir, "outbox"),
 		max:     opts.Max,
 		now:     opts.Now,
 		nextSeq: 1,
 		changed: make(chan struct{}, 1),
-	}
+		remap:   map[uint64]uint64{},
+	}, nil
+}
+
+// openLog creates the directory, opens and replays the log.
+func (o *Outbox) openLog() error {
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating outbox directory: %w", err)
+		return fmt.Errorf("creating outbox directory: %w", err)
 	}
 	// A leftover temporary file is a compaction that never got renamed: the
 	// log it would have replaced is still complete.
 	if err := os.Remove(filepath.Join(o.dir, outboxTmp)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing stale outbox compaction: %w", err)
+		return fmt.Errorf("removing stale outbox compaction: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(o.dir, outboxLog), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("opening outbox log: %w", err)
+		return fmt.Errorf("opening outbox log: %w", err)
 	}
 	if err := o.replay(f); err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
 	o.f = f
 	if len(o.pending) > 0 {
-		o.changed <- struct{}{}
+		o.notify()
 	}
-	return o, nil
+	return nil
+}
+
+func (o *Outbox) notify() {
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Append queues e durably: it returns after the event is written and
@@ -193,10 +243,7 @@ func (o *Outbox) Append(e agent.Event) error {
 		o.insertItem(reportItem)
 	}
 	o.pending = append(o.pending, Item{Seq: seq, Event: e})
-	select {
-	case o.changed <- struct{}{}:
-	default:
-	}
+	o.notify()
 	return o.maybeCompact()
 }
 
@@ -313,6 +360,10 @@ func (o *Outbox) Ack(seq uint64) error {
 	if o.closed {
 		return ErrClosed
 	}
+	if n, ok := o.remap[seq]; ok {
+		delete(o.remap, seq)
+		seq = n
+	}
 	i := 0
 	for ; i < len(o.pending) && o.pending[i].Seq != seq; i++ {
 	}
@@ -376,6 +427,9 @@ func (o *Outbox) Close() error {
 		return nil
 	}
 	o.closed = true
+	if o.f == nil {
+		return nil // memory only: nothing to sync
+	}
 	err := o.f.Sync()
 	if cerr := o.f.Close(); err == nil {
 		err = cerr

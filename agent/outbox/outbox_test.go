@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -307,5 +308,52 @@ func BenchmarkOutboxAppend(b *testing.B) {
 		if it := o.Pending(1); len(it) == 1 {
 			o.Ack(it[0].Seq)
 		}
+	}
+}
+
+// A state directory that cannot be written keeps events in memory, and
+// once it can, they go to the log in order and are acked through the
+// sequence numbers handed out in memory.
+func TestOutboxKeepsEventsInMemoryUntilItsLogOpens(t *testing.T) {
+	parent := t.TempDir()
+	blocker := filepath.Join(parent, "state")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil { // a file where the directory should be
+		t.Fatal(err)
+	}
+	o, err := OpenOrMemory(blocker, Options{Max: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := o.Health(); !h.Degraded || !strings.Contains(h.Detail, "memory only") {
+		t.Errorf("health %+v, want degraded: memory only", h)
+	}
+	for i := range 3 {
+		if err := o.Append(event(i)); err != nil {
+			t.Fatalf("Append in memory: %v", err)
+		}
+	}
+	inflight := o.Pending(1)[0] // the publisher holds it while the log opens
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	err = o.attach()
+	o.mu.Unlock()
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	if h := o.Health(); h.Degraded {
+		t.Errorf("health after the log opened: %+v", h)
+	}
+	if err := o.Ack(inflight.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ev-001", "ev-002"}, ids(o.Pending(0))); diff != "" {
+		t.Errorf("pending after the ack (-want +got):\n%s", diff)
+	}
+	o.Close()
+	again := mustOpen(t, blocker, 10)
+	if diff := cmp.Diff([]string{"ev-001", "ev-002"}, ids(again.Pending(0))); diff != "" {
+		t.Errorf("the log after reopening (-want +got):\n%s", diff)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -37,40 +37,17 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := checkReport{Node: cfg.Node.Name, Config: *path, Revision: cfg.Revision, Healthy: true, Checks: []agent.Check{}}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	h := openHandles()
-	defer h.close()
+	sys := system.Open()
+	defer sys.Close()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if len(cfg.Uplinks) > 0 {
-		if err := errors.Join(h.need("ethtool"), h.need("netlink")); err != nil {
-			return fail(exitCantRun, fmt.Errorf("checking uplinks: %w", err))
-		}
-		up, err := agent.CheckUplinks(ctx, cfg.Uplinks, h.links, h.nicRead)
-		if err != nil {
-			return fail(exitCantRun, fmt.Errorf("checking uplinks: %w", err))
-		}
-		rep.Uplinks = &up
-		rep.Checks = append(rep.Checks, up.Checks()...)
+	node, err := agent.CheckNode(ctx, cfg, sys.OS(), log)
+	if err != nil {
+		return fail(exitCantRun, fmt.Errorf("checking uplinks: %w", err))
 	}
-	if len(cfg.Tunnels) > 0 {
-		if err := h.need("wireguard"); err != nil {
-			return fail(exitCantRun, fmt.Errorf("checking tunnels: %w", err))
-		}
-		sys := &agent.TunnelSystem{WG: h.wg, Uplinks: h.links, ClockProbe: h.clock}
-		tm := agent.NewTunnelMonitor(cfg.Tunnels, cfg.Policy, true, sys, log, nil)
-		rep.Checks = append(rep.Checks, tm.Check(ctx)...)
-	}
-	if len(cfg.Workloads) > 0 {
-		wm := agent.NewWorkloadMonitor(cfg.Workloads, agent.ProbesWorkloadProber{Locator: h.locator}, nil, nil, log)
-		rep.Checks = append(rep.Checks, wm.Check(ctx)...)
-	}
-	for _, c := range rep.Checks {
-		if !c.Healthy {
-			rep.Healthy = false
-		}
-	}
+	rep := checkReport{Node: cfg.Node.Name, Config: *path, Revision: cfg.Revision, Healthy: node.Healthy,
+		Uplinks: node.Uplinks, Checks: node.Checks}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -8,26 +8,25 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/httpapi"
+	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "run [--config FILE] [--log-format text|json] [--log-level LEVEL]",
+	fs := newFlags("run", "run [--config FILE] [--state-dir DIR] [--log-format text|json] [--log-level LEVEL]",
 		"Run the agent until SIGTERM or SIGINT. SIGHUP reloads the configuration: an invalid\n"+
 			"new configuration is refused and the running one kept. An invalid configuration at\n"+
 			"start falls back to the last good copy in the state directory, if there is one.", stderr)
 	path := fs.String("config", configs.DefaultPath, "main config file; drop-ins are read from config.d/ next to it")
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	stateDir := fs.String("state-dir", defaultState, "where the last good config is kept when the config itself cannot be read")
+	stateDir := fs.String("state-dir", defaultState, "where the last good config is kept (report.state_dir holds the rest)")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -48,86 +47,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	log.Info("starting", "version", version, "node", cfg.Node.Name, "site", cfg.Node.Site,
 		"config_revision", cfg.Revision, "files", cfg.Files, "dry_run", cfg.DryRun)
 
-	h := openHandles()
-	defer h.close()
-	for name, err := range h.errs {
-		log.Warn("a handle could not be opened; what needs it will not run", "handle", name, "error", err)
-	}
-	rep, err := openReporting(cfg, h, log)
-	if err != nil {
-		return fail(exitCantRun, err)
-	}
-	defer rep.outbox.Close()
-
-	state := &agentState{}
-	build := func(c *configs.Config) ([]agent.Part, error) {
-		comps, err := h.components(c, log, rep.recorder.Emit)
-		if err != nil {
-			return nil, err
-		}
-		var ready func(string) (bool, string, bool)
-		for _, comp := range comps {
-			if wm, ok := comp.(*agent.WorkloadMonitor); ok {
-				ready = wm.Ready
-			}
-		}
-		state.setWorkloads(ready)
-		rep.evidenceFor(c, h, state.Checks)
-		return comps, nil
-	}
-	a := agent.New(cfg, build, log)
-	state.Agent = a
-	a.OnRound = func(checks []agent.Check) {
-		rep.metrics.SetChecks(checks)
-		mqttOn := rep.publisher != nil
-		if mqttOn {
-			rep.publisher.SetChecks(checks)
-		}
-		_ = rep.notifier.Status(statusLine(checks, rep.outbox.Depth(), mqttOn && rep.publisher.Connected(), mqttOn))
-	}
+	sys := system.Open()
+	defer sys.Close()
+	rep := newReporting(cfg, log)
+	a := agent.New(cfg, agent.Options{OS: sys.OS(), Log: log, Emit: rep.recorder.Emit,
+		OnRound: rep.onRound, OnProbe: rep.metrics.ObserveProbe})
+	rep.wire(a)
 	rep.metrics.ConfigLoaded(true, time.Now())
 
-	if cfg.Report.HTTP.Listen != "" {
-		sopts := httpapi.ServerOptions{
-			Listen:  cfg.Report.HTTP.Listen,
-			State:   state,
-			Metrics: rep.metrics.Handler(),
-			Outbox:  rep.outbox,
-			Info: func() httpapi.NodeInfo {
-				c := a.Config()
-				return httpapi.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
-			},
-			Logger: log.With("component", "http"),
-			Stale:  max(3*cfg.Interval.D(), 30*time.Second),
-		}
-		if rep.publisher != nil {
-			sopts.MQTT = rep.publisher.Info
-		}
-		rep.server = httpapi.NewServer(sopts)
-		// A taken port must not keep a network healer down: run without HTTP
-		// and say so loudly.
-		if err := rep.server.Listen(); err != nil {
-			log.Error("running without the HTTP endpoints", "error", err)
-			rep.server = nil
-		}
-	}
 	var bg sync.WaitGroup
-	if rep.server != nil {
-		bg.Go(func() { _ = rep.server.Serve(ctx) })
-	}
-	if rep.publisher != nil {
-		bg.Go(func() {
-			if err := rep.publisher.Run(ctx); err != nil {
-				log.Error("mqtt reporting stopped", "error", err)
-			}
-		})
-	}
-
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		rep.notifier.RunWatchdog(ctx, a.LastProgress)
-	}()
+	bg.Go(func() { rep.notifier.RunWatchdog(ctx, a.LastProgress) })
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	if err := rep.notifier.Ready(); err != nil {
@@ -139,6 +68,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			_ = rep.notifier.Stopping()
 			stop()
 			bg.Wait()
+			rep.close()
 			if err != nil {
 				return fail(exitCantRun, err)
 			}
@@ -146,7 +76,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			return nil
 		case <-hup:
 			_ = rep.notifier.Reloading()
-			ok := reload(ctx, log, a, *path)
+			ok := reload(ctx, log, a, *path, *stateDir)
 			rep.metrics.ConfigLoaded(ok, time.Now())
 			if ok && rep.publisher != nil {
 				rep.publisher.SetConfigRevision(a.Config().Revision)
@@ -158,7 +88,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 // reload loads the config again and hands it to the agent; on any problem
 // the running config stays and the reason is logged.
-func reload(ctx context.Context, log *slog.Logger, a *agent.Agent, path string) bool {
+func reload(ctx context.Context, log *slog.Logger, a *agent.Agent, path, stateDir string) bool {
 	cfg, err := configs.Load(path)
 	if err != nil {
 		log.Error("reload refused: keeping the running config", "config", path, "running_revision", a.Config().Revision, "error", err)
@@ -169,7 +99,7 @@ func reload(ctx context.Context, log *slog.Logger, a *agent.Agent, path string) 
 		log.Error("reload refused: keeping the running config", "config", path, "error", err)
 		return false
 	}
-	saveLastGood(log, cfg)
+	keepLastGood(log, cfg, stateDir)
 	if !reflect.DeepEqual(old.Report, cfg.Report) || old.Node != cfg.Node {
 		log.Warn("report and node settings changed: they apply at the next restart (systemctl restart edgeheal)")
 	}
@@ -177,34 +107,28 @@ func reload(ctx context.Context, log *slog.Logger, a *agent.Agent, path string) 
 	return true
 }
 
-// startConfig loads the config; if it is invalid or unreadable, it falls
-// back to the last good copy so that a bad fleet push cannot take a node's
-// healer down.
+// startConfig loads the config, or the last good copy (agent.StartConfig),
+// and maps a config that cannot be used at all to an exit code.
 func startConfig(log *slog.Logger, path, stateDir string) (*configs.Config, error) {
-	cfg, err := configs.Load(path)
-	if err == nil {
-		saveLastGood(log, cfg)
-		return cfg, nil
-	}
-	lg := filepath.Join(stateDir, configs.LastGoodName)
-	good, lgErr := configs.LoadLastGood(lg)
-	if lgErr != nil {
-		if errors.Is(lgErr, os.ErrNotExist) {
-			lgErr = errors.New("no last good copy")
-		}
+	cfg, invalid, err := agent.StartConfig(path, stateDir)
+	if err != nil {
 		code := exitProblem
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 			code = exitCantRun
 		}
-		return nil, fail(code, fmt.Errorf("cannot start: %w\n(fallback %s: %v)", err, lg, lgErr))
+		return nil, fail(code, err)
 	}
-	log.Error("config invalid: running with the last good copy", "config", path, "last_good", lg,
-		"config_revision", good.Revision, "error", err)
-	return good, nil
+	if invalid != nil {
+		log.Error("config invalid: running with the last good copy", "config", path, "state_dir", stateDir,
+			"config_revision", cfg.Revision, "error", invalid)
+		return cfg, nil
+	}
+	keepLastGood(log, cfg, stateDir)
+	return cfg, nil
 }
 
-func saveLastGood(log *slog.Logger, cfg *configs.Config) {
-	if err := configs.SaveLastGood(cfg); err != nil {
+func keepLastGood(log *slog.Logger, cfg *configs.Config, stateDir string) {
+	if err := agent.KeepLastGood(cfg, stateDir); err != nil {
 		log.Warn("could not keep a last good copy of the config", "error", err)
 	}
 }

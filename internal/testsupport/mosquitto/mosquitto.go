@@ -11,7 +11,6 @@
 package mosquitto
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -134,8 +133,10 @@ func (p *PKI) Issue(t testing.TB, name string, server bool) (cert, key string) {
 type Options struct {
 	// Users and their passwords; none lets anyone in anonymously.
 	Users map[string]string
-	// Plain adds a plain listener on 127.0.0.1.
-	Plain bool
+	// Plain adds a plain listener on 127.0.0.1, on PlainPort (0: a free
+	// port).
+	Plain     bool
+	PlainPort int
 	// TLS adds a TLS listener on 127.0.0.1 with the PKI's server certificate;
 	// RequireCertificate makes it ask clients for a certificate of the PKI.
 	TLS, RequireCertificate bool
@@ -199,6 +200,9 @@ func New(t testing.TB, opts Options) *Broker {
 	}
 	if opts.Plain {
 		b.PlainAddr = b.freeAddr(t)
+		if opts.PlainPort != 0 {
+			b.PlainAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.PlainPort))
+		}
 		fmt.Fprintf(&conf, "listener %s 127.0.0.1\n", port(b.PlainAddr))
 	}
 	if opts.TLS {
@@ -393,22 +397,9 @@ func (b *Broker) inNetns(fn func() error) error {
 	return <-done
 }
 
-// Context is a context bounded by d for a test's broker operations.
-func Context(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
-}
-
-// Port is the port of a host:port address.
-func Port(addr string) int {
-	n, _ := strconv.Atoi(port(addr))
-	return n
 }
 
 func writeFile(t testing.TB, path, content string) {

@@ -398,6 +398,19 @@ func NewPair(t testing.TB) *Pair {
 	return p
 }
 
+// DefaultRoute gives A a default route over the underlay via B, as an
+// edge node's goes over its uplink (the agent holds repairs without one).
+func (p *Pair) DefaultRoute(t testing.TB) {
+	t.Helper()
+	veth, err := p.A.NS.Links.LinkByName(p.A.Veth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.A.NS.Links.RouteAdd(&netlink.Route{LinkIndex: veth.Attrs().Index, Gw: p.B.Underlay.AsSlice()}); err != nil {
+		t.Fatalf("adding the default route in A: %v", err)
+	}
+}
+
 // Peer returns self's view of its only peer.
 func (p *Pair) Peer(t testing.TB, self *Node) wgtypes.Peer {
 	t.Helper()

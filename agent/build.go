@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// parts are the components a config asks for: the offload guard (uplinks),
+// the clock guard and one monitor per tunnel (tunnels), the workload
+// monitor (workloads), wired to each other: an offload fix nudges every
+// tunnel, a workload's confirmed overlay failure is a suspicion for its
+// tunnel, and reassert re-runs the offload guard.
+type parts struct {
+	offload   *OffloadGuard
+	clock     *ClockGuard
+	tunnels   []*TunnelMonitor
+	byName    map[string]*TunnelMonitor
+	workloads *WorkloadMonitor
+	log       *slog.Logger
+	all       []Component
+}
+
+// buildParts makes the components for cfg. It cannot fail: a handle a
+// component needs is opened (and its failure reported) when it runs.
+func buildParts(cfg *configs.Config, o Options) *parts {
+	p := &parts{byName: map[string]*TunnelMonitor{}, log: o.Log}
+	if len(cfg.Uplinks) > 0 {
+		p.offload = NewOffloadGuard(OffloadGuardConfig{
+			Uplinks: cfg.Uplinks, DryRun: cfg.DryRun, Floor: OffloadFloor(cfg.Interval.D()), OS: o.OS,
+			Log: o.Log.With("component", "offload"), Emit: o.Emit,
+			// A tunnel dark because of this uplink needs a fresh handshake now,
+			// not after probe.misses more seconds.
+			OnChanged: func(link string) { p.nudge("TX checksum offload turned off on " + link) },
+		})
+		p.all = append(p.all, p.offload)
+	}
+	if len(cfg.Tunnels) > 0 {
+		p.clock = NewClockGuard(o.OS.Clock)
+		p.all = append(p.all, p.clock)
+	}
+	for _, t := range cfg.Tunnels {
+		tc := TunnelMonitorConfig{Tunnel: t, Policy: cfg.Policy, DryRun: cfg.DryRun, OS: o.OS, Clock: p.clock,
+			Log: o.Log.With("component", "tunnel"), Emit: o.Emit, OnProbe: o.OnProbe}
+		if p.offload != nil {
+			tc.Offload = p.offload
+		}
+		m := NewTunnelMonitor(tc)
+		p.tunnels = append(p.tunnels, m)
+		p.byName[t.Interface] = m
+		p.all = append(p.all, m)
+	}
+	if len(cfg.Workloads) > 0 {
+		var sus TunnelSuspector // stays a nil interface without tunnels
+		if len(p.tunnels) > 0 {
+			sus = p
+		}
+		p.workloads = NewWorkloadMonitor(cfg.Workloads, o.OS, sus, o.Emit, o.Log.With("component", "workload"), o.OnProbe)
+		p.all = append(p.all, p.workloads)
+	}
+	return p
+}
+
+// start runs every part under sup.
+func (p *parts) start(ctx context.Context, sup *Supervisor) {
+	for _, c := range p.all {
+		sup.Start(ctx, c)
+	}
+}
+
+// owns reports whether c is one of the parts (for Supervisor.Stop).
+func (p *parts) owns(c Component) bool {
+	for _, x := range p.all {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parts) nudge(reason string) {
+	for _, m := range p.tunnels {
+		m.Nudge(reason)
+	}
+}
+
+// Suspect implements TunnelSuspector for the workloads: the suspicion goes
+// to the tunnel by its interface; an unknown one is logged and ignored.
+func (p *parts) Suspect(tunnel, reason string) {
+	m, ok := p.byName[tunnel]
+	if !ok {
+		p.log.Warn("suspicion for a tunnel that is not configured", "tunnel", tunnel, "reason", reason)
+		return
+	}
+	m.Suspect(reason)
+}
+
+// NodeReport is `edgeheal check`: one observation of the node with the
+// daemon's own components, changing nothing.
+type NodeReport struct {
+	Healthy bool          `json:"healthy"`
+	Uplinks *UplinkReport `json:"uplinks,omitempty"`
+	Checks  []Check       `json:"checks"`
+}
+
+// CheckNode builds the components cfg asks for, as a dry run, and asks
+// each for its one-shot check: the offload guard's reconciler without
+// changes, one reading of every tunnel and the clock, one probe round of
+// every workload. An error means the uplinks could not even be listed.
+func CheckNode(ctx context.Context, cfg *configs.Config, os OS, log *slog.Logger) (NodeReport, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dry := *cfg
+	dry.DryRun = true
+	p := buildParts(&dry, Options{OS: os, Log: log, Emit: func(Event) {}})
+	rep := NodeReport{Healthy: true, Checks: []Check{}}
+	if p.offload != nil {
+		up, err := p.offload.Check(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.Uplinks = &up
+		rep.Checks = append(rep.Checks, up.Checks()...)
+	}
+	for _, m := range p.tunnels {
+		rep.Checks = append(rep.Checks, m.Check(ctx)...)
+	}
+	if p.clock != nil {
+		rep.Checks = append(rep.Checks, p.clock.Check())
+	}
+	if p.workloads != nil {
+		rep.Checks = append(rep.Checks, p.workloads.Check(ctx)...)
+	}
+	for _, c := range rep.Checks {
+		rep.Healthy = rep.Healthy && c.Healthy
+	}
+	return rep, nil
+}

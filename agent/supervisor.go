@@ -1,0 +1,270 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// The supervisor runs each component in a goroutine of its own. A
+// component that returns an error (it cannot start: a missing file, a
+// handle that will not open) or panics is reported (log, event, its
+// component check) and run again after a backoff, doubling from one second
+// to a minute, with jitter; the others never notice. A component that ran
+// for a minute before it failed starts again from the shortest backoff.
+//
+// It is written here rather than taken from github.com/thejerf/suture/v4:
+// suture restarts a failed service at once and backs off only after a
+// failure threshold, for the whole supervisor at a fixed duration; a part
+// that cannot start would be retried five times in a burst, then the
+// others would pause with it. edgeheal wants per-component exponential
+// backoff and a progress deadline per component for the watchdog, which
+// is most of what a supervisor is.
+
+// Component states, as the component checks show them.
+const (
+	ComponentStarting = "starting" // running, no progress yet
+	ComponentOK       = "ok"
+	ComponentDegraded = "degraded" // running, cannot do all of its work
+	ComponentStale    = "stale"    // running, no progress within its deadline
+	ComponentFailed   = "failed"   // returned an error or panicked; waiting to run again
+)
+
+const (
+	restartMin    = time.Second
+	restartMax    = time.Minute
+	restartStable = time.Minute // a run this long resets the backoff
+)
+
+// Supervisor runs components. Its zero value is not usable: use
+// NewSupervisor.
+type Supervisor struct {
+	log  *slog.Logger
+	emit Emit
+	now  func() time.Time
+
+	mu   sync.Mutex
+	runs []*supervised
+}
+
+// supervised is one component under the supervisor.
+type supervised struct {
+	c      Component
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// guarded by Supervisor.mu
+	running  bool
+	started  time.Time // of the current run
+	failure  string    // the last failure, while failed
+	failedAt time.Time
+	retryAt  time.Time
+	restarts int
+	reported string // the failure last reported as an event
+}
+
+// NewSupervisor returns a supervisor that logs to log and reports failures
+// as events through emit (nil: not reported).
+func NewSupervisor(log *slog.Logger, emit Emit, now func() time.Time) *Supervisor {
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Supervisor{log: log, emit: emit, now: now}
+}
+
+// Start runs c until ctx ends or Stop stops it.
+func (s *Supervisor) Start(ctx context.Context, c Component) {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &supervised{c: c, cancel: cancel, done: make(chan struct{}), running: true, started: s.now()}
+	s.mu.Lock()
+	s.runs = append(s.runs, r)
+	s.mu.Unlock()
+	go func() {
+		defer close(r.done)
+		s.loop(ctx, r)
+	}()
+}
+
+// Stop stops the components for which drop is true and waits for them;
+// the others keep running.
+func (s *Supervisor) Stop(drop func(Component) bool) {
+	s.mu.Lock()
+	var stopping, kept []*supervised
+	for _, r := range s.runs {
+		if drop(r.c) {
+			stopping = append(stopping, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	s.runs = kept
+	s.mu.Unlock()
+	for _, r := range stopping {
+		r.cancel()
+	}
+	for _, r := range stopping {
+		<-r.done
+	}
+}
+
+// Wait stops every component and waits for them.
+func (s *Supervisor) Wait() { s.Stop(func(Component) bool { return true }) }
+
+// Components lists what runs now, in start order.
+func (s *Supervisor) Components() []Component {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Component, len(s.runs))
+	for i, r := range s.runs {
+		out[i] = r.c
+	}
+	return out
+}
+
+func (s *Supervisor) loop(ctx context.Context, r *supervised) {
+	backoff := restartMin
+	for first := true; ; first = false {
+		if !first {
+			s.mu.Lock()
+			r.running, r.started = true, s.now()
+			s.mu.Unlock()
+		}
+		err := runRecovered(ctx, r.c)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("returned while it should run")
+		}
+		if s.now().Sub(r.started) >= restartStable {
+			backoff = restartMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1) // jitter: a fleet does not retry in step
+		s.failed(r, err, wait)
+		backoff = min(2*backoff, restartMax)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// panicError is a panic recovered from a component, with its stack.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// runRecovered runs c.Run and turns a panic into a panicError.
+func runRecovered(ctx context.Context, c Component) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return c.Run(ctx)
+}
+
+// failed records and reports a failure: a panic every time (with its stack
+// in the evidence), an error when it is new (not the one reported last),
+// so a part that cannot start is one event, not one a minute.
+func (s *Supervisor) failed(r *supervised, err error, wait time.Duration) {
+	now := s.now()
+	s.mu.Lock()
+	r.running, r.failure, r.failedAt, r.retryAt = false, err.Error(), now, now.Add(wait)
+	r.restarts++
+	report := r.reported != err.Error()
+	r.reported = err.Error()
+	s.mu.Unlock()
+
+	name := r.c.Name()
+	ev := Event{Time: now, Kind: "component", Target: name, Result: "failed",
+		Summary:  fmt.Sprintf("component %s failed: %v; running it again in %s", name, err, wait.Round(100*time.Millisecond)),
+		Evidence: map[string]any{"error": err.Error(), "retry_in_seconds": wait.Seconds(), "restarts": r.restarts}}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		ev.Result = "panic"
+		ev.Evidence["stack"] = string(pe.stack)
+		s.log.Error("component panicked; running it again", "component", name, "panic", fmt.Sprint(pe.value),
+			"retry_in_seconds", wait.Seconds(), "stack", string(pe.stack))
+		report = true
+	} else {
+		s.log.Error("component failed; running it again", "component", name, "error", err, "retry_in_seconds", wait.Seconds())
+	}
+	if report {
+		s.emit(ev)
+	}
+}
+
+// ComponentStatus is what the supervisor knows of one component.
+type ComponentStatus struct {
+	Name   string
+	State  string // ComponentOK, ...
+	Detail string
+	Since  time.Time
+	// Watched is set when the component's progress is watched (its
+	// Deadline is set); Fresh when it made progress within it.
+	Watched, Fresh bool
+}
+
+// Status reports every component, in start order, as of now.
+func (s *Supervisor) Status(now time.Time) []ComponentStatus {
+	s.mu.Lock()
+	runs := append([]*supervised(nil), s.runs...)
+	s.mu.Unlock()
+	out := make([]ComponentStatus, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, s.status(r, now))
+	}
+	return out
+}
+
+func (s *Supervisor) status(r *supervised, now time.Time) ComponentStatus {
+	s.mu.Lock()
+	running, started, failure, retryAt, failedAt := r.running, r.started, r.failure, r.retryAt, r.failedAt
+	s.mu.Unlock()
+	st := ComponentStatus{Name: r.c.Name()}
+	if !running {
+		st.State, st.Since = ComponentFailed, failedAt
+		st.Detail = fmt.Sprintf("%s; running it again in %s", failure, max(retryAt.Sub(now), 0).Round(time.Second))
+		return st
+	}
+	h := r.c.Health() // a snapshot: Health never waits for the component's work
+	st.Detail, st.Since = h.Detail, started
+	st.Watched = h.Deadline > 0
+	switch {
+	case st.Watched && h.LastProgress.IsZero() && now.Sub(started) > h.Deadline:
+		st.State = ComponentStale
+		st.Detail = fmt.Sprintf("no progress in the %s since it started (deadline %s)", now.Sub(started).Round(time.Second), h.Deadline)
+	case st.Watched && h.LastProgress.IsZero():
+		st.State, st.Fresh = ComponentStarting, true
+	case st.Watched && now.Sub(h.LastProgress) > h.Deadline:
+		st.State = ComponentStale
+		st.Detail = fmt.Sprintf("no progress for %s (deadline %s): %s", now.Sub(h.LastProgress).Round(time.Second), h.Deadline, h.Detail)
+	case h.Degraded:
+		st.State, st.Fresh = ComponentDegraded, true
+	default:
+		st.State, st.Fresh = ComponentOK, true
+	}
+	return st
+}
+
+// Check is the component's check: healthy when it runs, is not degraded
+// and makes progress.
+func (c ComponentStatus) Check() Check {
+	return Check{Kind: KindComponent, Target: c.Name, State: c.State, Detail: c.Detail, Since: c.Since,
+		Healthy: c.State == ComponentOK || c.State == ComponentStarting}
+}

@@ -1,0 +1,351 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/netfix"
+)
+
+// The ladder runner: it asks ladderDecide what to do for each down peer,
+// runs the rung through netfix, and reports it. The decisions are pure
+// (ladder.go); this file is where they meet the system.
+
+const (
+	// tunnelActionTimeout bounds one rung; restart-unit waits for the unit
+	// to be active again and gets longer.
+	tunnelActionTimeout = 30 * time.Second
+	tunnelUnitTimeout   = 2 * time.Minute
+	// hostPathTimeout bounds the host's own probe of a peer's endpoint.
+	hostPathTimeout = time.Second
+)
+
+// ErrTunnelResolve marks a reresolve that could not resolve endpoint_host:
+// no address was observed, so the rung is skipped (no budget, no wait)
+// rather than counted as a failed repair.
+var ErrTunnelResolve = errors.New("endpoint_host did not resolve")
+
+// longestAction is the longest a rung of this tunnel may hold its monitor.
+// Called with m.mu held or from Run's goroutine; it reads only the config.
+func (m *TunnelMonitor) longestAction() time.Duration {
+	if ladderApplicable(configs.HealRestartUnit, m.spec.cfg) {
+		return tunnelUnitTimeout
+	}
+	return tunnelActionTimeout
+}
+
+// enforceKeepalive re-asserts the configured keepalive when a peer drifted
+// (Flannel rewrites peers on resync; a re-created interface starts at 0).
+// It is configuration, not a repair: no budget. It runs every round while
+// it changes something; when it did not (it failed, or a dry run), it waits
+// the cooldown, then twice that, and so on up to the window, so that a dry
+// run or a broken device does not repeat the same event every 30 s.
+func (m *TunnelMonitor) enforceKeepalive(ctx context.Context) {
+	start := m.os.Clock.Now()
+	if start.Before(m.kaRetryAt) {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, tunnelActionTimeout)
+	res, err := netfix.EnsureKeepalive(actx, m.os.WireGuard, m.spec.cfg.Interface, m.spec.selected, m.spec.cfg.PersistentKeepalive.D(), m.dryRun)
+	cancel()
+	end := m.os.Clock.Now()
+	if err == nil && res.Changed {
+		m.kaRetryAt, m.kaBackoff = time.Time{}, 0
+	} else {
+		first := max(m.cooldown, m.spec.interval)
+		m.kaBackoff = min(max(2*m.kaBackoff, first), max(m.window, first))
+		m.kaRetryAt = end.Add(m.kaBackoff)
+	}
+	m.actionEvent(m.spec.cfg.Interface, "keepalive", "keepalive drifted from "+m.spec.cfg.PersistentKeepalive.String(), start, end, res, err)
+}
+
+// rungOutcome is what one rung did.
+type rungOutcome struct {
+	res        netfix.Result
+	err        error
+	start, end time.Time
+}
+
+// runLadder decides and acts for every down peer of the tunnel. A rung that
+// changed nothing cannot have fixed anything: the ladder moves past it in
+// the same round (bounded by the length of the heal list). A tunnel-wide
+// rung runs at most once per round, shared by every peer that needs it.
+func (m *TunnelMonitor) runLadder(ctx context.Context, down []*peerTrack) {
+	shared := map[string]rungOutcome{}
+	for _, p := range down {
+		for range len(m.spec.cfg.Heal) + 1 {
+			if !m.climb(ctx, p, shared) {
+				break
+			}
+		}
+	}
+}
+
+// climb takes one step of the ladder for p and reports whether the ladder
+// moves on in this round (the rung changed nothing).
+func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[string]rungOutcome) bool {
+	now := m.os.Clock.Now()
+	var g ladderGuards
+	if _, ok := ladderNextRung(m.spec.cfg, p.st.Rung); ok {
+		g = m.guards(ctx, p)
+	}
+	st := ladderDecide(m.spec.cfg, p.st.Rung, p.holdKind, g, m.budget, now)
+	if st.GiveUp != "" {
+		m.apply(p, PeerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
+		return false
+	}
+	if st.HoldKind != "" {
+		m.holdLadder(p, st, now)
+		return false
+	}
+	p.holdKind, p.hold = "", ""
+	o, done := shared[st.Rung]
+	if !done {
+		o = m.runRung(ctx, p, st.Rung)
+		if ladderDisruptive(st.Rung) && !tunnelNoop(o.res, o.err) {
+			m.budget.spend(o.start)
+		}
+		target := p.id
+		if ladderTunnelWide(st.Rung) {
+			target = m.spec.cfg.Interface
+			shared[st.Rung] = o
+		}
+		m.actionEvent(target, st.Rung, fmt.Sprintf("%s: %s", p.id, p.st.Reason), o.start, o.end, o.res, o.err)
+	}
+	p.lastAction = fmt.Sprintf("%s: %s at %s", st.Rung, tunnelResultWord(o.res, o.err), o.start.UTC().Format(time.RFC3339))
+	if tunnelNoop(o.res, o.err) {
+		m.apply(p, PeerObservation{Now: o.end, Skipped: st.Rung})
+		return true
+	}
+	m.apply(p, PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung})
+	return false
+}
+
+// guards observes the uplink (for the peer's endpoint: once per round each)
+// and the clock.
+func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
+	ep := ""
+	if p.sig.endpoint != nil {
+		ep = p.sig.endpoint.String()
+	}
+	g, ok := m.uplinks[ep]
+	if !ok {
+		g.UplinkOK, g.UplinkCause = m.uplinkUp(ctx, p.sig.endpoint)
+		if m.uplinks == nil {
+			m.uplinks = map[string]ladderGuards{}
+		}
+		m.uplinks[ep] = g
+	}
+	g.ClockOK, g.ClockSoft, g.ClockCause = m.clock.verdict()
+	return g
+}
+
+// uplinkUp observes whether the host itself can reach endpoint: a default
+// route on an up link, and the host's own path to the endpoint (an ICMP
+// echo outside the tunnel, judged by hostPaths).
+func (m *TunnelMonitor) uplinkUp(ctx context.Context, endpoint *net.UDPAddr) (bool, string) {
+	idx, err := m.os.Links.DefaultRouteLinks()
+	if err != nil {
+		return false, fmt.Sprintf("uplink status unknown: reading default routes: %v", err)
+	}
+	links, err := m.os.Links.Links()
+	if err != nil {
+		return false, fmt.Sprintf("uplink status unknown: listing links: %v", err)
+	}
+	if up, why := defaultRouteUp(links, idx); !up {
+		return false, why
+	}
+	if endpoint == nil {
+		return true, ""
+	}
+	a, ok := netip.AddrFromSlice(endpoint.IP)
+	if !ok {
+		return true, ""
+	}
+	r := m.os.Net.Tunnel(ctx, "icmp://"+a.Unmap().String(), hostPathTimeout)
+	if ok, detail := m.hosts.judge(a.Unmap().String(), r); !ok {
+		return false, fmt.Sprintf("host path to %s: %s", endpoint, detail)
+	}
+	return true, ""
+}
+
+// holdLadder records why the ladder waits, and reports an uplink outage or a
+// bad clock once per incident: they are the diagnosis, not noise.
+func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
+	p.holdKind, p.hold = st.HoldKind, st.Hold
+	if st.HoldKind == holdCooldown || st.HoldKind == holdSettle || p.reported[st.HoldKind] {
+		return
+	}
+	if p.reported == nil {
+		p.reported = map[string]bool{}
+	}
+	p.reported[st.HoldKind] = true
+	kind := "uplink-outage"
+	if st.HoldKind == holdClock {
+		kind = "clock"
+	}
+	m.log.Warn("not acting on tunnel", "peer", p.id, "why", st.Hold, "next_rung", st.Rung)
+	m.event(Event{Time: now, Kind: kind, Target: p.id, Result: "held",
+		Summary:  fmt.Sprintf("%s dark, not acting (%s): %s", p.id, st.Rung, st.Hold),
+		Evidence: p.evidence(now)})
+}
+
+// runRung runs one rung through netfix, bounded by its timeout.
+func (m *TunnelMonitor) runRung(ctx context.Context, p *peerTrack, rung string) rungOutcome {
+	timeout := tunnelActionTimeout
+	if rung == configs.HealRestartUnit {
+		timeout = tunnelUnitTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	m.setBusy(rung)
+	defer m.setBusy("")
+	o := rungOutcome{start: m.os.Clock.Now()}
+	iface, ka := m.spec.cfg.Interface, m.spec.cfg.PersistentKeepalive.D()
+	switch rung {
+	case configs.HealReassert:
+		o.res, o.err = m.reassert(actx)
+	case configs.HealHandshake:
+		if ka <= 0 {
+			ka = p.sig.keepalive // keepalive 0 in config: keep the peer's own
+		}
+		o.res, o.err = netfix.ForceHandshake(actx, m.os.WireGuard, iface, p.key, ka, m.dryRun)
+	case configs.HealReresolve:
+		o.res, o.err = m.reresolve(actx, p)
+	case configs.HealBounce:
+		o.res, o.err = netfix.ForceBounce(actx, m.os.Bounce, iface, m.dryRun)
+	case configs.HealRestartUnit:
+		o.res, o.err = netfix.RestartUnit(actx, m.os.Systemd, m.spec.cfg.Unit, m.dryRun)
+	default:
+		o.err = fmt.Errorf("unknown heal rung %q", rung)
+	}
+	o.end = m.os.Clock.Now()
+	return o
+}
+
+// reassert is the first rung: the offload guard's Enforce, then the
+// keepalive on the selected peers (skipped for keepalive 0). One Result,
+// Action "reassert", with every change of both.
+func (m *TunnelMonitor) reassert(ctx context.Context) (netfix.Result, error) {
+	out := netfix.Result{Action: "reassert", Target: m.spec.cfg.Interface}
+	var errs []error
+	add := func(r netfix.Result) {
+		out.Changed = out.Changed || r.Changed
+		out.DryRun = out.DryRun || r.DryRun
+		out.Changes = append(out.Changes, r.Changes...)
+		out.Fixed = append(out.Fixed, r.Fixed...)
+	}
+	if m.offload != nil {
+		rs, err := m.offload.Enforce(ctx)
+		for _, r := range rs {
+			add(r)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("re-asserting offload: %w", err))
+		}
+	}
+	if ka := m.spec.cfg.PersistentKeepalive.D(); ka > 0 {
+		r, err := netfix.EnsureKeepalive(ctx, m.os.WireGuard, m.spec.cfg.Interface, m.spec.selected, ka, m.dryRun)
+		add(r)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// reresolve resolves endpoint_host and, unless the peer's current address
+// is among the answers, sets the one pickEndpoint chooses. A lookup that
+// fails matches ErrTunnelResolve.
+func (m *TunnelMonitor) reresolve(ctx context.Context, p *peerTrack) (netfix.Result, error) {
+	iface, host, current := m.spec.cfg.Interface, m.spec.cfg.EndpointHost, p.sig.endpoint
+	r := netfix.Result{Action: "endpoint", Target: netfix.PeerTarget(iface, p.key)}
+	name, port, err := splitEndpointHost(host, current)
+	if err != nil {
+		return r, err
+	}
+	addrs, err := m.os.Net.Lookup(ctx, name)
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no addresses")
+	}
+	if err != nil {
+		return r, fmt.Errorf("re-resolving %s: %w: %w", host, ErrTunnelResolve, err)
+	}
+	ep, changed := pickEndpoint(addrs, port, current)
+	if !changed {
+		return r, nil // the peer already uses one of the answers
+	}
+	return netfix.EnsureEndpoint(ctx, m.os.WireGuard, iface, p.key, ep, m.dryRun)
+}
+
+// tunnelNoop reports whether an action ran and changed nothing (and would
+// have changed nothing: a dry run that needed a change is not a no-op), or
+// could not apply now (tunnelSkipped).
+func tunnelNoop(res netfix.Result, err error) bool {
+	if tunnelSkipped(err) {
+		return true
+	}
+	return err == nil && !res.Changed && !res.DryRun
+}
+
+// tunnelSkipped reports whether a rung's error means it could not apply
+// now, rather than that it failed: a hub's peer without an endpoint cannot
+// be sent a handshake; an endpoint_host that did not resolve gave no
+// address to set.
+func tunnelSkipped(err error) bool {
+	return errors.Is(err, netfix.ErrNoEndpoint) || errors.Is(err, ErrTunnelResolve)
+}
+
+func tunnelResultWord(res netfix.Result, err error) string {
+	switch {
+	case tunnelSkipped(err):
+		return "skipped"
+	case err != nil:
+		return "failed"
+	case res.DryRun:
+		return "dry-run"
+	case res.Changed:
+		return "changed"
+	}
+	return "unchanged"
+}
+
+// actionEvent reports one action with its result and duration.
+func (m *TunnelMonitor) actionEvent(target, action, why string, start, end time.Time, res netfix.Result, err error) {
+	word := tunnelResultWord(res, err)
+	ev := Event{Time: start, Kind: "action", Target: target, Action: action, Result: word,
+		Duration: end.Sub(start).Seconds(), Evidence: map[string]any{"reason": why}}
+	if len(res.Changes) > 0 {
+		ev.Evidence["changes"] = res.Changes
+	}
+	if len(res.Fixed) > 0 {
+		ev.Evidence["fixed"] = res.Fixed
+	}
+	if ladderDisruptive(action) && action != "keepalive" {
+		ev.Evidence["budget_left"] = m.budget.left(end)
+	}
+	switch word {
+	case "skipped":
+		ev.Evidence["error"] = err.Error()
+		ev.Summary = fmt.Sprintf("%s on %s skipped: %v", action, target, err)
+		m.log.Info("tunnel action skipped", "action", action, "target", target, "err", err)
+	case "failed":
+		ev.Evidence["error"] = err.Error()
+		ev.Summary = fmt.Sprintf("%s on %s failed: %v", action, target, err)
+		m.log.Error("tunnel action failed", "action", action, "target", target, "err", err)
+	case "dry-run":
+		ev.Summary = fmt.Sprintf("dry run: would %s on %s (%s)", action, target, strings.Join(res.Changes, "; "))
+		m.log.Info("dry run: would act", "action", action, "target", target, "changes", res.Changes)
+	default:
+		ev.Summary = fmt.Sprintf("%s on %s: %s", action, target, word)
+		m.log.Info("tunnel action", "action", action, "target", target, "result", word, "changes", res.Changes,
+			"duration_seconds", end.Sub(start).Seconds())
+	}
+	m.event(ev)
+}

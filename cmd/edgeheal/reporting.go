@@ -1,0 +1,125 @@
+package main
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/evidence"
+	"github.com/edgeheal/edgeheal/agent/httpapi"
+	"github.com/edgeheal/edgeheal/agent/metrics"
+	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/agent/outbox"
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// reporting is everything that tells the world: the outbox and its
+// publisher, evidence, metrics, the HTTP endpoints and systemd. It lives
+// for the whole process; a reload does not rebuild it. Nothing here can
+// stop the agent from starting: a state directory that cannot be written,
+// a missing CA or password file, a taken port are states of the
+// components, reported and retried by the agent's supervisor.
+type reporting struct {
+	outbox    *outbox.Outbox
+	evidence  *evidence.Store // nil: no bundles
+	metrics   *metrics.Metrics
+	recorder  *agent.Recorder
+	publisher *mqtt.Publisher // nil: report.mqtt.broker is empty
+	server    *httpapi.Server // nil: report.http.listen is empty
+	notifier  *notifier
+	log       *slog.Logger
+}
+
+func newReporting(cfg *configs.Config, log *slog.Logger) *reporting {
+	r := &reporting{log: log}
+	var err error
+	r.outbox, err = outbox.OpenOrMemory(cfg.Report.StateDir, outbox.Options{})
+	if err != nil {
+		panic(err) // only bad options fail, and these are constants
+	}
+	if h := r.outbox.Health(); h.Degraded {
+		log.Error("the outbox keeps events in memory until report.state_dir can be written", "state_dir", cfg.Report.StateDir, "detail", h.Detail)
+	}
+	if n := r.outbox.Truncated(); n > 0 {
+		log.Warn("outbox: cut a torn write at its tail (the agent was killed while writing)", "bytes", n)
+	}
+	if r.evidence, err = evidence.Open(cfg.Report.StateDir, 0); err != nil {
+		log.Warn("incident evidence will not be kept", "error", err)
+		r.evidence = nil
+	}
+	if cfg.Report.MQTT.Broker != "" {
+		r.publisher, err = mqtt.NewPublisher(mqtt.Options{
+			Config:  cfg.Report.MQTT,
+			Node:    cfg.Node,
+			Version: version,
+			Outbox:  r.outbox,
+			Session: mqtt.OpenSession(cfg.Report.StateDir, nil),
+			Logger:  log.With("component", "mqtt"),
+		})
+		if err != nil {
+			panic(err) // configs validated the broker URL and the node name
+		}
+		r.publisher.SetConfigRevision(cfg.Revision)
+	}
+	mopts := metrics.Options{Version: version, Outbox: r.outbox}
+	if r.publisher != nil {
+		mopts.MQTT = r.publisher.Connected
+	}
+	r.metrics = metrics.New(mopts)
+	r.recorder = &agent.Recorder{Store: r.outbox, OnEvent: r.metrics.ObserveEvent, Log: log.With("component", "events")}
+	if r.evidence != nil {
+		r.recorder.Evidence = r.evidence
+	}
+	if r.notifier, err = newNotifier(log); err != nil {
+		log.Warn("systemd watchdog off", "error", err)
+	}
+	return r
+}
+
+// wire hands the reporting components to the agent and points the HTTP
+// API and the evidence at it.
+func (r *reporting) wire(a *agent.Agent) {
+	cfg := a.Config()
+	comps := []agent.Component{r.outbox}
+	if r.publisher != nil {
+		comps = append(comps, r.publisher)
+	}
+	if cfg.Report.HTTP.Listen != "" {
+		opts := httpapi.ServerOptions{
+			Listen:  cfg.Report.HTTP.Listen,
+			State:   a,
+			Metrics: r.metrics.Handler(),
+			Outbox:  r.outbox,
+			Info: func() httpapi.NodeInfo {
+				c := a.Config()
+				return httpapi.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
+			},
+			Logger: r.log.With("component", "http"),
+			Stale:  max(3*cfg.Interval.D(), 30*time.Second),
+		}
+		if r.publisher != nil {
+			opts.MQTT = r.publisher.Info
+		}
+		r.server = httpapi.NewServer(opts)
+		comps = append(comps, r.server)
+	}
+	a.Report(comps...)
+	r.recorder.SetCollect(a.Evidence)
+}
+
+// onRound feeds every sweep's checks to the metrics, the MQTT status and
+// systemd's STATUS=.
+func (r *reporting) onRound(checks []agent.Check) {
+	r.metrics.SetChecks(checks)
+	mqttOn := r.publisher != nil
+	if mqttOn {
+		r.publisher.SetChecks(checks)
+	}
+	_ = r.notifier.Status(statusLine(checks, r.outbox.Depth(), mqttOn && r.publisher.Connected(), mqttOn))
+}
+
+func (r *reporting) close() {
+	if err := r.outbox.Close(); err != nil {
+		r.log.Warn("closing the outbox", "error", err)
+	}
+}
