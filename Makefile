@@ -1,5 +1,7 @@
 # edgeheal: make build | test | lint | fuzz | demo | bench | package
 # The lab, the demo and the root tests need root (network namespaces).
+# Go 1.26 from /usr/local/go, where the machines install it.
+export PATH := /usr/local/go/bin:$(PATH)
 GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X main.version=$(VERSION)
@@ -7,16 +9,21 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BIN         := bin
 
-.PHONY: build test test-short lint fuzz bench bench-lab bench-lab-short demo package clean
+.PHONY: build test test-deps test-short lint fuzz bench bench-lab bench-lab-short demo package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-lab ./cmd/edgeheal-lab
 
-# Every test, the root lab tests included (they skip, saying so, without root).
+# Every test, the root lab tests included (they skip, saying so, without
+# root), after installing the Debian packages they use (idempotent).
 # -p 1: the lab tests share the machine's two cores and its /var/run/wireguard.
-test:
+test: test-deps
 	$(GO) test -p 1 -count=1 -timeout 60m ./...
+
+# The Debian packages the tests use (scripts/test-deps.sh says which and why).
+test-deps:
+	sh scripts/test-deps.sh
 
 # Unit tests only: no root, no lab.
 test-short:

@@ -40,86 +40,24 @@ const DefaultTimeout = 5 * time.Second
 // MQTT blocks for at most cfg.Timeout (DefaultTimeout if zero), or until
 // ctx is done.
 func MQTT(ctx context.Context, ns Netns, cfg MQTTConfig) (Result, error) {
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	broker, err := configs.ParseBrokerURL(cfg.Broker)
+	d, err := newMQTTDial(ns, cfg)
 	if err != nil {
 		return Result{}, err
 	}
-	hostport := broker.Addr()
-	var tlsCfg *tls.Config
-	if broker.TLS {
-		if tlsCfg, err = cfg.TLS.ClientConfig(broker.Host); err != nil {
-			return Result{}, err
-		}
-	}
-	password := ""
-	if cfg.PasswordFile != "" {
-		if password, err = configs.ReadPassword(cfg.PasswordFile); err != nil {
-			return Result{}, err
-		}
-	}
-	clientID := cfg.ClientID
-	if clientID == "" {
-		clientID = "edgeheal-probe-" + randomHex(6)
-	}
-
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	start := time.Now()
-
-	// paho 1.5.1 dials through this function, so the socket is created in
-	// the namespace and the dial error reaches us unflattened.
-	var (
-		mu         sync.Mutex
-		conn       net.Conn
-		openErr    error
-		dnsLatency time.Duration
-	)
-	open := func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
-		c, err := openConn(ctx, ns, hostport, tlsCfg, &dnsLatency)
-		mu.Lock()
-		conn, openErr = c, err
-		mu.Unlock()
-		return c, err
-	}
-	opts := mqtt.NewClientOptions().
-		AddBroker("tcp://" + hostport). // the scheme is ours to handle in open
-		SetClientID(clientID).
-		SetUsername(cfg.Username).
-		SetPassword(password).
-		SetCleanSession(true).
-		// paho retries with MQTT 3.1 and doubles the wait unless the
-		// version is explicit (measured with paho 1.5.1).
-		SetProtocolVersion(4).
-		SetConnectTimeout(timeout).
-		SetAutoReconnect(false).
-		SetConnectRetry(false).
-		SetKeepAlive(0).
-		SetCustomOpenConnectionFn(open)
-	client := mqtt.NewClient(opts)
+	client := mqtt.NewClient(d.options(ctx))
 	tok := client.Connect()
 	select {
 	case <-tok.Done():
 	case <-ctx.Done():
-		// Unblock paho's read of CONNACK; it returns soon after.
-		mu.Lock()
-		if conn != nil {
-			conn.Close()
-		}
-		mu.Unlock()
+		d.close() // unblock paho's read of CONNACK; it returns soon after
 		<-tok.Done()
 	}
 	latency := time.Since(start)
 
-	err = tok.Error()
-	mu.Lock()
-	if openErr != nil {
-		err = openErr
-	}
-	mu.Unlock()
+	err = d.err(tok.Error())
 	var rc byte
 	if ct, ok := tok.(*mqtt.ConnectToken); ok {
 		rc = ct.ReturnCode()
@@ -136,11 +74,101 @@ func MQTT(ctx context.Context, ns Netns, cfg MQTTConfig) (Result, error) {
 	}
 	r := observed("mqtt", cfg.Broker, start, err)
 	r.Latency = latency
-	r.DNSLatency = dnsLatency
+	r.DNSLatency = d.dnsLatency
 	if rc != 0 && rc < 0x80 {
 		r.ReturnCode = int(rc)
 	}
 	return r, nil
+}
+
+// mqttDial is one probe's connection: what it dials and the socket paho
+// dials through us.
+type mqttDial struct {
+	ns                         Netns
+	cfg                        MQTTConfig
+	hostport, password, client string
+	tls                        *tls.Config
+	timeout                    time.Duration
+
+	mu         sync.Mutex
+	conn       net.Conn
+	openErr    error
+	dnsLatency time.Duration
+}
+
+// newMQTTDial reads what the probe needs (the broker URL, the TLS files,
+// the password file) through configs' one parser; an error means the
+// probe cannot be made.
+func newMQTTDial(ns Netns, cfg MQTTConfig) (*mqttDial, error) {
+	d := &mqttDial{ns: ns, cfg: cfg, timeout: cfg.Timeout, client: cfg.ClientID}
+	if d.timeout <= 0 {
+		d.timeout = DefaultTimeout
+	}
+	broker, err := configs.ParseBrokerURL(cfg.Broker)
+	if err != nil {
+		return nil, err
+	}
+	d.hostport = broker.Addr()
+	if broker.TLS {
+		if d.tls, err = cfg.TLS.ClientConfig(broker.Host); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.PasswordFile != "" {
+		if d.password, err = configs.ReadPassword(cfg.PasswordFile); err != nil {
+			return nil, err
+		}
+	}
+	if d.client == "" {
+		d.client = "edgeheal-probe-" + randomHex(6)
+	}
+	return d, nil
+}
+
+// options are paho's options for the probe. paho 1.5.1 dials through the
+// custom open function, so the socket is created in the namespace and the
+// dial error reaches us unflattened.
+func (d *mqttDial) options(ctx context.Context) *mqtt.ClientOptions {
+	open := func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
+		c, err := openConn(ctx, d.ns, d.hostport, d.tls, &d.dnsLatency)
+		d.mu.Lock()
+		d.conn, d.openErr = c, err
+		d.mu.Unlock()
+		return c, err
+	}
+	return mqtt.NewClientOptions().
+		AddBroker("tcp://" + d.hostport). // the scheme is ours to handle in open
+		SetClientID(d.client).
+		SetUsername(d.cfg.Username).
+		SetPassword(d.password).
+		SetCleanSession(true).
+		// paho retries with MQTT 3.1 and doubles the wait unless the
+		// version is explicit (measured with paho 1.5.1).
+		SetProtocolVersion(4).
+		SetConnectTimeout(d.timeout).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetKeepAlive(0).
+		SetCustomOpenConnectionFn(open)
+}
+
+// close closes the probe's socket, if it has one.
+func (d *mqttDial) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		d.conn.Close()
+	}
+}
+
+// err is the probe's outcome: the dial's own error wins over paho's.
+func (d *mqttDial) err(pahoErr error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.openErr != nil {
+		return d.openErr
+	}
+	return pahoErr
 }
 
 // openConn dials hostport inside ns and, with tlsCfg, completes the TLS

@@ -144,30 +144,15 @@ const maxForeignICMP = 1000
 
 func probeICMP(ctx context.Context, ip netip.Addr) ProbeResult {
 	r := ProbeResult{Method: "icmp"}
-	dgram, raw, proto := "udp4", "ip4:icmp", 1
-	var echo, reply icmp.Type = ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply
-	listen := "0.0.0.0"
-	if ip.Is6() {
-		dgram, raw, proto = "udp6", "ip6:ipv6-icmp", 58
-		echo, reply = ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
-		listen = "::"
-	}
-	conn, err := icmp.ListenPacket(dgram, listen)
-	var dst net.Addr = &net.UDPAddr{IP: ip.AsSlice()}
-	if err != nil && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EPROTONOSUPPORT)) {
-		// Not in ping_group_range: a raw socket, if we hold CAP_NET_RAW.
-		conn, err = icmp.ListenPacket(raw, listen)
-		dst = &net.IPAddr{IP: ip.AsSlice()}
-		r.Method = "icmp-raw"
-	}
+	sock, err := openICMP(ip)
+	r.Method = sock.method
 	if err != nil {
-		r.Class = "error"
-		r.Err = fmt.Errorf("opening an icmp socket (needs net.ipv4.ping_group_range to include the process's group, or CAP_NET_RAW): %w", err)
+		r.Class, r.Err = "error", err
 		return r
 	}
-	defer conn.Close()
+	defer sock.conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(dl); err != nil {
+		if err := sock.conn.SetDeadline(dl); err != nil {
 			r.Class, r.Err = "error", err
 			return r
 		}
@@ -177,19 +162,18 @@ func probeICMP(ctx context.Context, ip netip.Addr) ProbeResult {
 	// packet, so id, sequence and a random payload identify ours.
 	var nonce [16]byte
 	_, _ = rand.Read(nonce[:])
-	id := int(binary.BigEndian.Uint16(nonce[0:2]))
-	seq := int(binary.BigEndian.Uint16(nonce[2:4]))
-	msg := icmp.Message{Type: echo, Body: &icmp.Echo{ID: id, Seq: seq, Data: nonce[:]}}
+	e := echoID{id: int(binary.BigEndian.Uint16(nonce[0:2])), seq: int(binary.BigEndian.Uint16(nonce[2:4])), nonce: nonce[:]}
+	msg := icmp.Message{Type: sock.echo, Body: &icmp.Echo{ID: e.id, Seq: e.seq, Data: e.nonce}}
 	b, err := msg.Marshal(nil)
 	if err != nil {
 		r.Class, r.Err = "error", err
 		return r
 	}
 	// Cancelling ctx (not only its deadline) must end the read too.
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { sock.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	start := time.Now()
-	if _, err := conn.WriteTo(b, dst); err != nil {
+	if _, err := sock.conn.WriteTo(b, sock.dst); err != nil {
 		r.Latency = time.Since(start)
 		if couldNotProbe(err) {
 			r.Class, r.Err = "error", err
@@ -198,9 +182,53 @@ func probeICMP(ctx context.Context, ip netip.Addr) ProbeResult {
 		r.Class, r.Detail = string(Classify(err)), err.Error()
 		return r
 	}
+	return sock.await(ctx, r, ip, e, start)
+}
+
+// icmpSocket is an ICMP socket for one echo, and how it speaks.
+type icmpSocket struct {
+	conn        *icmp.PacketConn
+	dst         net.Addr
+	method      string // "icmp" or "icmp-raw"
+	proto       int
+	echo, reply icmp.Type
+}
+
+// echoID is what identifies our echo and its reply.
+type echoID struct {
+	id, seq int
+	nonce   []byte
+}
+
+// openICMP opens an unprivileged ICMP datagram socket ("ping socket"),
+// allowed when the process's group is within net.ipv4.ping_group_range,
+// and falls back to a raw socket, which needs CAP_NET_RAW.
+func openICMP(ip netip.Addr) (icmpSocket, error) {
+	s := icmpSocket{method: "icmp", proto: 1, echo: ipv4.ICMPTypeEcho, reply: ipv4.ICMPTypeEchoReply}
+	dgram, raw, listen := "udp4", "ip4:icmp", "0.0.0.0"
+	if ip.Is6() {
+		dgram, raw, listen = "udp6", "ip6:ipv6-icmp", "::"
+		s.proto, s.echo, s.reply = 58, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
+	}
+	conn, err := icmp.ListenPacket(dgram, listen)
+	s.dst = &net.UDPAddr{IP: ip.AsSlice()}
+	if err != nil && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EPROTONOSUPPORT)) {
+		// Not in ping_group_range: a raw socket, if we hold CAP_NET_RAW.
+		conn, err = icmp.ListenPacket(raw, listen)
+		s.dst, s.method = &net.IPAddr{IP: ip.AsSlice()}, "icmp-raw"
+	}
+	if err != nil {
+		return s, fmt.Errorf("opening an icmp socket (needs net.ipv4.ping_group_range to include the process's group, or CAP_NET_RAW): %w", err)
+	}
+	s.conn = conn
+	return s, nil
+}
+
+// await reads until our echo's reply, an error about it, or the deadline.
+func (s icmpSocket) await(ctx context.Context, r ProbeResult, ip netip.Addr, e echoID, start time.Time) ProbeResult {
 	buf := make([]byte, 1500)
 	for range maxForeignICMP {
-		n, from, err := conn.ReadFrom(buf)
+		n, from, err := s.conn.ReadFrom(buf)
 		r.Latency = time.Since(start)
 		if err != nil {
 			r.Class, r.Detail = string(Classify(err)), err.Error()
@@ -209,22 +237,22 @@ func probeICMP(ctx context.Context, ip netip.Addr) ProbeResult {
 			}
 			return r
 		}
-		m, err := icmp.ParseMessage(proto, buf[:n])
+		m, err := icmp.ParseMessage(s.proto, buf[:n])
 		if err != nil {
 			continue
 		}
 		switch body := m.Body.(type) {
 		case *icmp.Echo:
-			if m.Type != reply || body.Seq != seq || !bytes.Equal(body.Data, nonce[:]) {
+			if m.Type != s.reply || body.Seq != e.seq || !bytes.Equal(body.Data, e.nonce) {
 				continue
 			}
-			if r.Method == "icmp-raw" && (body.ID != id || !sameIP(from, ip)) {
+			if s.method == "icmp-raw" && (body.ID != e.id || !sameIP(from, ip)) {
 				continue
 			}
 			r.OK, r.Answered, r.Class = true, true, "ok"
 			return r
 		case *icmp.DstUnreach:
-			if quotesOurEcho(body.Data, proto, id, seq) {
+			if quotesOurEcho(body.Data, s.proto, e.id, e.seq) {
 				r.Class = string(ClassNoRoute)
 				r.Detail = fmt.Sprintf("icmp destination unreachable (code %d) from %s", m.Code, from)
 				return r

@@ -124,95 +124,116 @@ func toLink(a *netlink.LinkAttrs) Link {
 // Subscribe implements LinkWatcher with one RTNLGRP_LINK and one route
 // subscription in the Netlink's namespace.
 func (n *Netlink) Subscribe(ctx context.Context) (<-chan LinkEvent, error) {
-	done := make(chan struct{})
-	// Buffered so that a burst (a modem re-enumerating) does not stall the
-	// kernel socket while the consumer works; the socket buffer is the
-	// real bound, and an overflow breaks the subscription with an Err.
-	lch := make(chan netlink.LinkUpdate, 64)
-	rch := make(chan netlink.RouteUpdate, 64)
-
-	var mu sync.Mutex
-	var lastErr error
-	onErr := func(err error) {
-		mu.Lock()
-		lastErr = err
-		mu.Unlock()
+	sub := &subscription{
+		ctx:  ctx,
+		done: make(chan struct{}),
+		// Buffered so that a burst (a modem re-enumerating) does not stall
+		// the kernel socket while the consumer works; the socket buffer is
+		// the real bound, and an overflow breaks the subscription with an Err.
+		lch: make(chan netlink.LinkUpdate, 64),
+		rch: make(chan netlink.RouteUpdate, 64),
+		out: make(chan LinkEvent, 16),
 	}
 	ns := n.ns
-	if err := netlink.LinkSubscribeWithOptions(lch, done, netlink.LinkSubscribeOptions{
-		Namespace: &ns, ErrorCallback: onErr,
+	if err := netlink.LinkSubscribeWithOptions(sub.lch, sub.done, netlink.LinkSubscribeOptions{
+		Namespace: &ns, ErrorCallback: sub.onErr,
 	}); err != nil {
-		close(done)
+		close(sub.done)
 		return nil, fmt.Errorf("subscribing to link updates: %w", err)
 	}
-	if err := netlink.RouteSubscribeWithOptions(rch, done, netlink.RouteSubscribeOptions{
-		Namespace: &ns, ErrorCallback: onErr,
+	if err := netlink.RouteSubscribeWithOptions(sub.rch, sub.done, netlink.RouteSubscribeOptions{
+		Namespace: &ns, ErrorCallback: sub.onErr,
 	}); err != nil {
-		close(done)
-		for range lch { // the link subscription's goroutine closes it
+		close(sub.done)
+		for range sub.lch { // the link subscription's goroutine closes it
 		}
 		return nil, fmt.Errorf("subscribing to route updates: %w", err)
 	}
+	go sub.forward()
+	return sub.out, nil
+}
 
-	out := make(chan LinkEvent, 16)
-	go func() {
-		defer close(out)
-		stopped := false
-		stop := func() {
-			if !stopped {
-				stopped = true
-				close(done) // closes the sockets: both receive goroutines end and close their channels
+// subscription is one Subscribe: netlink's two update channels, forwarded
+// as LinkEvents until ctx ends or a socket breaks.
+type subscription struct {
+	ctx     context.Context
+	done    chan struct{} // closed to close the sockets
+	stopped bool
+	lch     chan netlink.LinkUpdate
+	rch     chan netlink.RouteUpdate
+	out     chan LinkEvent
+
+	mu      sync.Mutex
+	lastErr error
+}
+
+func (s *subscription) onErr(err error) {
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+}
+
+// stop closes the sockets: both receive goroutines end and close their
+// channels.
+func (s *subscription) stop() {
+	if !s.stopped {
+		s.stopped = true
+		close(s.done)
+	}
+}
+
+func (s *subscription) send(ev LinkEvent) {
+	select {
+	case s.out <- ev:
+	case <-s.ctx.Done():
+	}
+}
+
+// broken reports a socket that closed without being stopped.
+func (s *subscription) broken(what string) {
+	if s.stopped || s.ctx.Err() != nil {
+		return // stopped on purpose, or already reported
+	}
+	s.mu.Lock()
+	err := s.lastErr
+	s.mu.Unlock()
+	if err == nil {
+		err = errors.New("socket closed")
+	}
+	s.send(LinkEvent{Err: fmt.Errorf("%s subscription ended: %w", what, err)})
+}
+
+// forward sends link and default-route changes on out, and closes out only
+// after both of netlink's goroutines have ended.
+func (s *subscription) forward() {
+	defer close(s.out)
+	defer s.stop()
+	lch, rch, ctxDone := s.lch, s.rch, s.ctx.Done()
+	for lch != nil || rch != nil {
+		select {
+		case <-ctxDone:
+			ctxDone = nil
+			s.stop() // then keep draining until both channels close
+		case u, ok := <-lch:
+			if !ok {
+				lch = nil
+				s.broken("link")
+				s.stop()
+				continue
+			}
+			if !s.stopped {
+				s.send(LinkEvent{Link: toLink(u.Attrs()), Deleted: u.Header.Type == unix.RTM_DELLINK})
+			}
+		case u, ok := <-rch:
+			if !ok {
+				rch = nil
+				s.broken("route")
+				s.stop()
+				continue
+			}
+			if !s.stopped && isDefault(u.Route) {
+				s.send(LinkEvent{DefaultRoute: true})
 			}
 		}
-		send := func(ev LinkEvent) {
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-			}
-		}
-		broken := func(what string) {
-			if stopped || ctx.Err() != nil {
-				return // stopped on purpose, or already reported
-			}
-			mu.Lock()
-			err := lastErr
-			mu.Unlock()
-			if err == nil {
-				err = errors.New("socket closed")
-			}
-			send(LinkEvent{Err: fmt.Errorf("%s subscription ended: %w", what, err)})
-		}
-		defer stop()
-		ctxDone := ctx.Done()
-		for lch != nil || rch != nil {
-			select {
-			case <-ctxDone:
-				ctxDone = nil
-				stop() // then keep draining until both channels close
-			case u, ok := <-lch:
-				if !ok {
-					lch = nil
-					broken("link")
-					stop()
-					continue
-				}
-				if stopped {
-					continue
-				}
-				send(LinkEvent{Link: toLink(u.Attrs()), Deleted: u.Header.Type == unix.RTM_DELLINK})
-			case u, ok := <-rch:
-				if !ok {
-					rch = nil
-					broken("route")
-					stop()
-					continue
-				}
-				if stopped || !isDefault(u.Route) {
-					continue
-				}
-				send(LinkEvent{DefaultRoute: true})
-			}
-		}
-	}()
-	return out, nil
+	}
 }

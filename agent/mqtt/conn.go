@@ -161,46 +161,9 @@ const progressEvery = 30 * time.Second
 // heartbeat; queued events in order. It returns nil after a clean goodbye
 // (ctx done) and an error when the connection was lost.
 func (p *Publisher) serve(ctx context.Context, l *link) error {
-	c, session, lost := l.c, l.session, l.lost
-	// fail ends the connection after an error: a goodbye if we are
-	// stopping anyway, otherwise an abort that lets the Will speak.
-	fail := func(err error) error {
-		if ctx.Err() != nil {
-			p.goodbye(c, session)
-			return nil
-		}
-		l.abort()
-		return err
-	}
-	var lastBody []byte // last status published, without its timestamp
-	publishStatus := func(force bool) error {
-		msg := p.status("", session, time.Now())
-		// A change is a change of what the cloud acts on: states, health,
-		// last actions, revision. Details (ages, counters) ride along but do
-		// not trigger a publish of their own; the heartbeat refreshes them.
-		key := msg
-		key.TS = time.Time{}
-		key.Checks = &ChecksSummary{Total: msg.Checks.Total, Healthy: msg.Checks.Healthy}
-		for _, it := range msg.Checks.Items {
-			it.Detail = ""
-			key.Checks.Items = append(key.Checks.Items, it)
-		}
-		kb, _ := json.Marshal(key)
-		if !force && bytes.Equal(kb, lastBody) {
-			return nil
-		}
-		b, err := json.Marshal(msg)
-		if err != nil {
-			return err
-		}
-		if err := p.wait(ctx, c.Publish(p.StatusTopic(), 1, true, b), lost); err != nil {
-			return fmt.Errorf("publishing status: %w", err)
-		}
-		lastBody = kb
-		return nil
-	}
-	if err := publishStatus(true); err != nil {
-		return fail(err)
+	st := &statusPublisher{p: p, l: l}
+	if err := st.publish(ctx, true); err != nil {
+		return p.fail(ctx, l, err)
 	}
 	heartbeat := time.NewTicker(p.opts.Heartbeat)
 	defer heartbeat.Stop()
@@ -210,46 +173,96 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 	for {
 		p.tick()
 		if drain {
-			drain = false
-			more, err := p.publishEvents(ctx, c, lost)
+			more, err := p.publishEvents(ctx, l.c, l.lost)
 			if err != nil {
 				// No PUBACK in time (or the link broke): the connection
 				// is not to be trusted. Reconnect; the events stay queued.
-				return fail(err)
+				return p.fail(ctx, l, err)
 			}
-			drain = more
-		}
-		if drain {
-			// Between batches, let a status change through first.
-			select {
-			case <-p.changed:
-				if err := publishStatus(false); err != nil {
-					return fail(err)
+			if drain = more; drain {
+				// Between batches, let a status change through first.
+				if err := st.ifChanged(ctx); err != nil {
+					return p.fail(ctx, l, err)
 				}
-			default:
+				continue
 			}
-			continue
 		}
+		var err error
 		select {
 		case <-ctx.Done():
-			p.goodbye(c, session)
+			p.goodbye(l.c, l.session)
 			return nil
-		case err := <-lost:
-			c.Disconnect(0)
-			return fmt.Errorf("connection lost: %w", err)
+		case lerr := <-l.lost:
+			l.c.Disconnect(0)
+			return fmt.Errorf("connection lost: %w", lerr)
 		case <-p.changed:
-			if err := publishStatus(false); err != nil {
-				return fail(err)
-			}
+			err = st.publish(ctx, false)
 		case <-heartbeat.C:
-			if err := publishStatus(true); err != nil {
-				return fail(err)
-			}
+			err = st.publish(ctx, true)
 		case <-p.opts.Outbox.Changed():
 			drain = true
 		case <-alive.C:
 		}
+		if err != nil {
+			return p.fail(ctx, l, err)
+		}
 	}
+}
+
+// fail ends the connection after an error: a goodbye if the publisher is
+// stopping anyway, otherwise an abort that lets the Will speak.
+func (p *Publisher) fail(ctx context.Context, l *link, err error) error {
+	if ctx.Err() != nil {
+		p.goodbye(l.c, l.session)
+		return nil
+	}
+	l.abort()
+	return err
+}
+
+// statusPublisher publishes the retained status on one connection.
+type statusPublisher struct {
+	p        *Publisher
+	l        *link
+	lastBody []byte // the last status published, without its timestamp
+}
+
+// ifChanged publishes the status if a change is pending.
+func (s *statusPublisher) ifChanged(ctx context.Context) error {
+	select {
+	case <-s.p.changed:
+		return s.publish(ctx, false)
+	default:
+		return nil
+	}
+}
+
+// publish publishes the status when force is set or when it changed. A
+// change is a change of what the cloud acts on: states, health, last
+// actions, revision. Details (ages, counters) ride along but do not
+// trigger a publish of their own; the heartbeat refreshes them.
+func (s *statusPublisher) publish(ctx context.Context, force bool) error {
+	msg := s.p.status("", s.l.session, time.Now())
+	key := msg
+	key.TS = time.Time{}
+	key.Checks = &ChecksSummary{Total: msg.Checks.Total, Healthy: msg.Checks.Healthy}
+	for _, it := range msg.Checks.Items {
+		it.Detail = ""
+		key.Checks.Items = append(key.Checks.Items, it)
+	}
+	kb, _ := json.Marshal(key)
+	if !force && bytes.Equal(kb, s.lastBody) {
+		return nil
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	if err := s.p.wait(ctx, s.l.c.Publish(s.p.StatusTopic(), 1, true, b), s.l.lost); err != nil {
+		return fmt.Errorf("publishing status: %w", err)
+	}
+	s.lastBody = kb
+	return nil
 }
 
 // publishEvents publishes up to Window queued events, waits for their

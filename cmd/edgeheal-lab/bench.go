@@ -50,22 +50,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	if *render != "" {
-		rep, err := bench.ReadReport(*render)
-		if err != nil {
-			return err
-		}
-		rep.Goals = bench.CheckGoals(rep)
-		if *rescore != "" {
-			if err := bench.RescoreFromLogs(rep, *rescore); err != nil {
-				return err
-			}
-		}
-		md, err := rep.Write(*out)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "written: %s (and results.json, chart.svg)\n", md)
-		return nil
+		return rerenderBench(*render, *rescore, *out, stdout)
 	}
 	o := bench.DefaultOptions()
 	if *short {
@@ -98,6 +83,38 @@ func benchCmd(args []string, stdout io.Writer) error {
 	if *fp != 0 {
 		o.Footprint = max(*fp, 0)
 	}
+	return runBench(o, *out, stdout)
+}
+
+// rerenderBench writes results.md, results.json and chart.svg again into
+// out from the results.json at render, checking the goals afresh and, when
+// rescore names a work directory, recomputing edgeheal's detection and
+// actions from the daemon logs there first.
+func rerenderBench(render, rescore, out string, stdout io.Writer) error {
+	rep, err := bench.ReadReport(render)
+	if err != nil {
+		return err
+	}
+	rep.Goals = bench.CheckGoals(rep)
+	if rescore != "" {
+		if err := bench.RescoreFromLogs(rep, rescore); err != nil {
+			return err
+		}
+	}
+	md, err := rep.Write(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "written: %s (and results.json, chart.svg)\n", md)
+	return nil
+}
+
+// runBench plays the bench with o until it ends or SIGINT/SIGTERM stops
+// it, logging progress to stdout with the seconds since the start, and
+// writes the report into out (out/interrupted for a stopped run, so a
+// partial run never overwrites a full one). It returns the run's error
+// joined with any write error.
+func runBench(o bench.Options, out string, stdout io.Writer) error {
 	begin := time.Now()
 	o.Logf = func(format string, args ...any) {
 		fmt.Fprintf(stdout, "%7.1fs  %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
@@ -110,9 +127,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stdout, "interrupted: writing the partial results")
-		*out += "/interrupted"
+		out += "/interrupted"
 	}
-	md, werr := rep.Write(*out)
+	md, werr := rep.Write(out)
 	if werr != nil {
 		return errors.Join(err, werr)
 	}

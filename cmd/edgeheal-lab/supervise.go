@@ -68,6 +68,55 @@ func supervise(d dirs, ready func(state)) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 
+	s, err := startSupervised(ctx, d, o, log)
+	if err != nil {
+		return err
+	}
+	_ = os.Remove(d.socket())
+	ln, err := net.Listen("unix", d.socket())
+	if err != nil {
+		return errors.Join(fmt.Errorf("listening on %s: %w", d.socket(), err), s.l.Close())
+	}
+	if err := s.writeState(); err != nil {
+		ln.Close()
+		return errors.Join(err, s.l.Close())
+	}
+	if ready != nil {
+		ready(s.current())
+	}
+
+	downc := make(chan net.Conn, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.serve(ctx, ln, downc)
+	}()
+
+	var reply net.Conn
+	select {
+	case <-ctx.Done():
+		log.Info("signal: stopping lab")
+	case reply = <-downc:
+		log.Info("down: stopping lab")
+	}
+	ln.Close()
+	wg.Wait()
+	return s.shutdown(reply)
+}
+
+// supervised is the lab a supervisor owns, with what state.json says of it.
+type supervised struct {
+	d     dirs
+	l     *lab.Lab
+	log   *slog.Logger
+	begin time.Time     // when the start began
+	up    time.Duration // how long the start took
+}
+
+// startSupervised starts the lab o describes, giving it 45 s, under the run
+// directory d; a missing prefix is drawn at random.
+func startSupervised(ctx context.Context, d dirs, o options, log *slog.Logger) (*supervised, error) {
 	begin := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	if o.Prefix == "" {
@@ -85,83 +134,69 @@ func supervise(d dirs, ready func(state)) error {
 	})
 	cancel()
 	if err != nil {
+		return nil, err
+	}
+	s := &supervised{d: d, l: l, log: log, begin: begin, up: time.Since(begin)}
+	log.Info("lab up", "prefix", l.Prefix(), "up_seconds", s.up.Seconds())
+	return s, nil
+}
+
+// current is the lab's state as of now (the cloud's address can move).
+func (s *supervised) current() state {
+	return state{
+		PID: os.Getpid(), Prefix: s.l.Prefix(), LabRunDir: s.l.RunDir(),
+		Started: s.begin, UpSeconds: s.up.Seconds(), Info: s.l.Info(),
+	}
+}
+
+// writeState replaces state.json atomically, so a reader never sees half.
+func (s *supervised) writeState() error {
+	b, _ := json.MarshalIndent(s.current(), "", "  ")
+	tmp := s.d.state() + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	up := time.Since(begin)
-	log.Info("lab up", "prefix", l.Prefix(), "up_seconds", up.Seconds())
+	return os.Rename(tmp, s.d.state())
+}
 
-	_ = os.Remove(d.socket())
-	ln, err := net.Listen("unix", d.socket())
-	if err != nil {
-		return errors.Join(fmt.Errorf("listening on %s: %w", d.socket(), err), l.Close())
-	}
-	current := func() state {
-		return state{
-			PID: os.Getpid(), Prefix: l.Prefix(), LabRunDir: l.RunDir(),
-			Started: begin, UpSeconds: up.Seconds(), Info: l.Info(),
+// serve answers one request per connection on ln until ln is closed or a
+// `down` arrives; that connection goes to downc unanswered, to be answered
+// once everything is removed.
+func (s *supervised) serve(ctx context.Context, ln net.Listener, downc chan<- net.Conn) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
 		}
-	}
-	writeState := func() error {
-		b, _ := json.MarshalIndent(current(), "", "  ")
-		tmp := d.state() + ".tmp"
-		if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-		return os.Rename(tmp, d.state())
-	}
-	if err := writeState(); err != nil {
-		ln.Close()
-		return errors.Join(err, l.Close())
-	}
-	if ready != nil {
-		ready(current())
-	}
-
-	downc := make(chan net.Conn, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			var req request
-			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-			if err := json.NewDecoder(c).Decode(&req); err != nil {
-				c.Close()
-				continue
-			}
-			if req.Op == "down" {
-				downc <- c // answered once everything is removed
-				return
-			}
-			resp := handle(ctx, l, req, log)
-			if req.Op == "fault" && resp.OK {
-				_ = writeState() // the cloud's address may have moved
-			}
-			_ = json.NewEncoder(c).Encode(resp)
+		var req request
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := json.NewDecoder(c).Decode(&req); err != nil {
 			c.Close()
+			continue
 		}
-	}()
-
-	var reply net.Conn
-	select {
-	case <-ctx.Done():
-		log.Info("signal: stopping lab")
-	case reply = <-downc:
-		log.Info("down: stopping lab")
+		if req.Op == "down" {
+			downc <- c // answered once everything is removed
+			return
+		}
+		resp := handle(ctx, s.l, req, s.log)
+		if req.Op == "fault" && resp.OK {
+			_ = s.writeState() // the cloud's address may have moved
+		}
+		_ = json.NewEncoder(c).Encode(resp)
+		c.Close()
 	}
-	ln.Close()
-	wg.Wait()
-	cerr := l.Close()
+}
+
+// shutdown closes the lab, removes the run directory's files and, when
+// reply is a `down` request's connection, answers it with the outcome.
+func (s *supervised) shutdown(reply net.Conn) error {
+	cerr := s.l.Close()
 	// Everything in the run directory goes: `down`, Ctrl-C (--foreground)
 	// and SIGTERM leave nothing behind.
-	for _, p := range []string{d.state(), d.socket(), d.options(), d.log()} {
+	for _, p := range []string{s.d.state(), s.d.socket(), s.d.options(), s.d.log()} {
 		_ = os.Remove(p)
 	}
-	_ = os.Remove(string(d)) // only when empty
+	_ = os.Remove(string(s.d)) // only when empty
 	if reply != nil {
 		resp := response{OK: cerr == nil, Result: "down"}
 		if cerr != nil {

@@ -73,55 +73,74 @@ func ReplugExposure(ctx context.Context, l *lab.Lab, limit time.Duration) (Expos
 	replugged := make(chan error, 1)
 	go func() { replugged <- l.Replug(ctx) }()
 
-	wait := time.NewTimer(limit)
-	defer wait.Stop()
-	for ex.Created.IsZero() {
-		select {
-		case u := <-updates:
-			if u.Header.Type == unix.RTM_NEWLINK && u.Attrs().Name == name && u.Attrs().Index != old.Attrs().Index {
-				ex.Created = time.Now()
-			}
-		case err := <-replugged:
-			if err != nil {
-				return ex, err
-			}
-			replugged <- nil // seen below again
-			if ex.Created.IsZero() {
-				// Missed the notification (buffer overrun): fall back to
-				// when the lab says it plugged the link.
-				select {
-				case u := <-updates:
-					if u.Attrs().Name == name && u.Attrs().Index != old.Attrs().Index {
-						ex.Created = time.Now()
-					}
-				default:
-					ex.Created = l.UplinkPluggedAt()
-				}
-			}
-		case <-wait.C:
-			return ex, errors.New("the re-plugged uplink did not appear")
-		case <-ctx.Done():
-			return ex, ctx.Err()
-		}
+	if ex.Created, err = waitNewLink(ctx, l, updates, replugged, name, old.Attrs().Index, limit); err != nil {
+		return ex, err
 	}
-	deadline := ex.Created.Add(limit)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		fs, err := eth.FeaturesWithState(name)
-		now := time.Now()
-		if err == nil && txChecksumOff(fs) {
-			ex.Fixed = now
-			break
-		}
-		// A breath between reads: each takes the RTNL lock the agent's fix
-		// needs too.
-		time.Sleep(time.Millisecond)
-	}
+	ex.Fixed = waitTxChecksumOff(ctx, eth, name, ex.Created.Add(limit))
 	select {
 	case err := <-replugged:
 		return ex, err
 	case <-ctx.Done():
 		return ex, ctx.Err()
 	}
+}
+
+// waitNewLink waits up to limit for the re-plugged uplink: an RTM_NEWLINK
+// for name with an index other than oldIndex, and returns when it was seen.
+// If Replug returns first without one (the subscription's buffer overran),
+// it falls back to when the lab says it plugged the link. Replug's nil
+// result is put back on replugged for the caller to see again.
+func waitNewLink(ctx context.Context, l *lab.Lab, updates <-chan netlink.LinkUpdate, replugged chan error, name string, oldIndex int, limit time.Duration) (time.Time, error) {
+	var created time.Time
+	wait := time.NewTimer(limit)
+	defer wait.Stop()
+	for created.IsZero() {
+		select {
+		case u := <-updates:
+			if u.Header.Type == unix.RTM_NEWLINK && u.Attrs().Name == name && u.Attrs().Index != oldIndex {
+				created = time.Now()
+			}
+		case err := <-replugged:
+			if err != nil {
+				return created, err
+			}
+			replugged <- nil // seen by the caller again
+			if created.IsZero() {
+				// Missed the notification (buffer overrun): fall back to
+				// when the lab says it plugged the link.
+				select {
+				case u := <-updates:
+					if u.Attrs().Name == name && u.Attrs().Index != oldIndex {
+						created = time.Now()
+					}
+				default:
+					created = l.UplinkPluggedAt()
+				}
+			}
+		case <-wait.C:
+			return created, errors.New("the re-plugged uplink did not appear")
+		case <-ctx.Done():
+			return created, ctx.Err()
+		}
+	}
+	return created, nil
+}
+
+// waitTxChecksumOff reads name's features back to back until every TX
+// checksum feature is off, and returns when a read first found that; zero
+// when deadline passed or ctx ended first.
+func waitTxChecksumOff(ctx context.Context, eth *ethtool.Ethtool, name string, deadline time.Time) time.Time {
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		fs, err := eth.FeaturesWithState(name)
+		now := time.Now()
+		if err == nil && txChecksumOff(fs) {
+			return now
+		}
+		// A breath between reads: each takes the RTNL lock the agent's fix
+		// needs too.
+		time.Sleep(time.Millisecond)
+	}
+	return time.Time{}
 }
 
 // txChecksumOff reports whether no tx-checksum feature is active.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -140,147 +139,6 @@ func fmtOutage(r Result) string {
 	return fmt.Sprintf("%.2f s", r.OutageSeconds)
 }
 
-func fmtPtr(p *float64, unit string) string {
-	if p == nil {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f%s", *p, unit)
-}
-
-func fmtRatio(p *float64) string {
-	if p == nil {
-		return "—"
-	}
-	return fmt.Sprintf("×%.3g", *p)
-}
-
-// Markdown renders the report: machine, goals, the table per scenario
-// with ratios against the no-agent contender, footprints, and the chart.
-func (rep *Report) Markdown(chartFile string) string {
-	var b strings.Builder
-	m := rep.Machine
-	fmt.Fprintf(&b, "# edgeheal lab benchmark\n\n")
-	mode := "full"
-	if rep.Short {
-		mode = "short (`--short`: fewer re-plugs, shorter S4 and footprint windows)"
-	}
-	par := "one after another"
-	if rep.Parallel {
-		par = "at the same time (`--parallel`), each on its own labs"
-	}
-	fmt.Fprintf(&b, "Run %s → %s (%s), %s; contenders ran %s. Every contender got a fresh lab for every scenario.\n\n",
-		rep.Started.Format(time.RFC3339), rep.Finished.Format(time.RFC3339), rep.Finished.Sub(rep.Started).Round(time.Second), mode, par)
-	fmt.Fprintf(&b, "**Machine:** %s; %s; %d CPUs (%s); %s RAM; kernel %s; %s; load at start %s. %s (commit %s), binary %.1f MiB.\n\n",
-		m.Hostname, m.OS, m.CPUs, m.CPUModel, m.Memory, m.Kernel, m.GoVersion, m.LoadAvg, m.EdgehealVersion, m.Commit,
-		float64(m.EdgehealBinaryBytes)/(1<<20))
-	b.WriteString("**Contenders:** `none` = WireGuard alone, keepalive 0 (Flannel's default); `keepalive-25s` = PersistentKeepalive 25 s only (K3s wireguard-native); `reresolve-dns` = wireguard-tools' `reresolve-dns.sh` every 30 s + keepalive 25 s; `edgeheal` = the daemon with its default policy (keepalive 20 s, probe every 1 s, 3 misses).\n\n")
-	b.WriteString("**Columns:** detect = fault to the contender's first sign of noticing (event or first action); outage = longest run of lost telemetry from the fault on (first lost sent → first delivered received); recover = fault (or end of the fault) → first delivered; loss = lost / judged telemetry from the fault to the end; ratios are against `none` in the same run (lower is better).\n\n")
-
-	if len(rep.Goals) > 0 {
-		b.WriteString("## Goals (issue 9)\n\n| scenario | goal | target | measured | met |\n|---|---|---|---|---|\n")
-		for _, g := range rep.Goals {
-			met := "yes"
-			if !g.Met {
-				met = "**no**"
-			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", g.Scenario, g.What, g.Target, g.Measured, met)
-		}
-		b.WriteString("\n")
-	}
-
-	b.WriteString("## Results\n\n")
-	b.WriteString("| scenario | contender | detect | outage | recover | loss | outage vs none | loss vs none | actions | needless | notes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rep.Results {
-		base, _ := rep.Find(r.Scenario, None)
-		notes := append([]string(nil), r.Notes...)
-		if r.Error != "" {
-			notes = append(notes, "error: "+r.Error)
-		}
-		switch r.Scenario {
-		case S2:
-			if len(r.ExposureMs) > 0 {
-				notes = append(notes, fmt.Sprintf("exposure p50 %.1f ms, p99 %.1f ms", Percentile(r.ExposureMs, 50), Percentile(r.ExposureMs, 99)))
-			}
-			if r.ExposureUnfixed > 0 {
-				notes = append(notes, fmt.Sprintf("offload left on after %d of %d re-plugs", r.ExposureUnfixed, r.ExposureUnfixed+len(r.ExposureMs)))
-			}
-		case S3a, S3b:
-			if r.HandshakeAfterRestoreSeconds != nil {
-				notes = append(notes, fmt.Sprintf("new handshake %.2f s after the path returned", *r.HandshakeAfterRestoreSeconds))
-			}
-		case S5:
-			if r.EventsQueued > 0 {
-				notes = append(notes, fmt.Sprintf("%d events queued during the outage, the last delivered %.1f s after the broker's return", r.EventsQueued, r.QueuedDeliveredSeconds))
-			}
-		}
-		recover := fmtPtr(r.RecoverSeconds, " s")
-		if r.Scenario == S2 {
-			recover = "—" // many faults: the outage column says it
-		}
-		outRatio, lossRatio := "—", "—"
-		if r.Contender != None && base.Error == "" {
-			outRatio = fmtRatio(Ratio(r.TotalOutageSeconds, base.TotalOutageSeconds))
-			lossRatio = fmtRatio(Ratio(r.LossPct, base.LossPct))
-		}
-		fmt.Fprintf(&b, "| %s %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
-			r.Scenario, Titles[r.Scenario], r.Contender, fmtPtr(r.DetectSeconds, " s"), fmtOutage(r),
-			recover, lossText(r.LossPct), outRatio, lossRatio, actionsText(r.Actions), r.NeedlessActions,
-			strings.Join(notes, "; "))
-	}
-	b.WriteString("\nOutage ratios compare the total outage time in the scenario.\n")
-
-	if len(rep.Footprints) > 0 {
-		b.WriteString("\n## Footprint at steady state\n\n| contender | RSS | peak RSS | CPU (% of a core) | size | window | note |\n|---|---|---|---|---|---|---|\n")
-		for _, f := range rep.Footprints {
-			note := f.Note
-			if f.Error != "" {
-				note = "error: " + f.Error
-			}
-			if f.Runs > 0 {
-				note = fmt.Sprintf("%d runs; %s", f.Runs, note)
-			}
-			fmt.Fprintf(&b, "| %s | %.1f MiB | %.1f MiB | %.2f %% | %s | %.0f s | %s |\n",
-				f.Contender, f.RSSMiB, f.PeakRSSMiB, f.CPUPct, sizeText(f.Bytes), f.Seconds, note)
-		}
-	}
-	if chartFile != "" {
-		fmt.Fprintf(&b, "\n## Telemetry delivered over time\n\n![telemetry delivered per second, per scenario and contender](%s)\n", chartFile)
-	}
-	b.WriteString("\nReproduce: `sudo make bench-lab` (or `go build -o bin/edgeheal ./cmd/edgeheal && sudo go run ./cmd/edgeheal-lab bench`; `--short` for a quick run, `--parallel` to run the contenders side by side).\n")
-	return b.String()
-}
-
-func sizeText(n int64) string {
-	if n >= 1<<20 {
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f KiB", float64(n)/1024)
-}
-
-// actionsText is "3: reassert, handshake ×2" style.
-func actionsText(as []Action) string {
-	if len(as) == 0 {
-		return "0"
-	}
-	var order []string
-	count := map[string]int{}
-	for _, a := range as {
-		if count[a.What] == 0 {
-			order = append(order, a.What)
-		}
-		count[a.What]++
-	}
-	parts := make([]string, len(order))
-	for i, w := range order {
-		parts[i] = w
-		if count[w] > 1 {
-			parts[i] = fmt.Sprintf("%s ×%d", w, count[w])
-		}
-	}
-	return fmt.Sprintf("%d: %s", len(as), strings.Join(parts, ", "))
-}
-
 // ReadReport loads a report written by Write (results.json).
 func ReadReport(path string) (*Report, error) {
 	b, err := os.ReadFile(path)
@@ -320,12 +178,4 @@ func (rep *Report) Write(dir string) (mdPath string, err error) {
 		}
 	}
 	return filepath.Join(dir, "results.md"), nil
-}
-
-// lossText keeps small losses visible: 0.008 % is not 0.00 %.
-func lossText(p float64) string {
-	if p > 0 && p < 0.1 {
-		return fmt.Sprintf("%.3f %%", p)
-	}
-	return fmt.Sprintf("%.2f %%", p)
 }

@@ -1,0 +1,227 @@
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/edgeheal/edgeheal"
+
+// pkg is the part of `go list -json` these tests read.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// goList runs `go list -json` with args from the module root.
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = moduleRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	t.Fatal("no go.mod above " + wd)
+	return ""
+}
+
+func ours(path string) (string, bool) {
+	if path == module {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(path, module+"/")
+	return rel, ok
+}
+
+func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
+
+// TestTheDaemonLinksOnlyProductCode: the edge binary links no lab, bench
+// or test-support package and not the testing package, and cmd/edgeheal
+// imports only agent (and its subpackages) and configs of ours.
+func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
+	p := goList(t, "-deps", "./cmd/edgeheal")
+	var bad []string
+	for _, d := range p {
+		rel, mine := ours(d.ImportPath)
+		switch {
+		case d.ImportPath == "testing":
+			bad = append(bad, "testing (the standard library's test support)")
+		case mine && (under(rel, "lab") || under(rel, "internal")):
+			bad = append(bad, d.ImportPath)
+		}
+	}
+	for _, d := range p {
+		if d.ImportPath != module+"/cmd/edgeheal" {
+			continue
+		}
+		for _, imp := range d.Imports {
+			rel, mine := ours(imp)
+			if mine && !under(rel, "agent") && rel != "configs" {
+				bad = append(bad, "cmd/edgeheal imports "+rel+" (only agent/... and configs of ours)")
+			}
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("the daemon links what it must not:\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+// TestImportsFlowOneWay: cmd → agent → (probes, netfix, configs); probes
+// and netfix never import each other, and none of the three imports agent.
+func TestImportsFlowOneWay(t *testing.T) {
+	rules := []struct {
+		pkg, must string
+		not       []string
+	}{
+		{"probes", "probes never imports netfix or agent", []string{"netfix", "agent"}},
+		{"netfix", "netfix never imports probes or agent", []string{"probes", "agent"}},
+		{"configs", "configs imports nothing of agent, probes or netfix", []string{"agent", "probes", "netfix"}},
+		{"agent", "agent imports no command, lab or test support", []string{"cmd", "lab", "internal"}},
+	}
+	var bad []string
+	for _, p := range goList(t, "-deps", "./...") {
+		rel, mine := ours(p.ImportPath)
+		if !mine {
+			continue
+		}
+		for _, r := range rules {
+			if !under(rel, r.pkg) {
+				continue
+			}
+			for _, d := range p.Deps {
+				drel, dmine := ours(d)
+				if !dmine {
+					continue
+				}
+				for _, n := range r.not {
+					if under(drel, n) && !(r.pkg == "agent" && under(drel, "agent")) {
+						bad = append(bad, fmt.Sprintf("%s depends on %s: %s", rel, drel, r.must))
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("imports that run the wrong way:\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+// Sizes of production code: no function over 80 lines, no file over 500.
+const (
+	maxFuncLines = 80
+	maxFileLines = 500
+)
+
+// sizeExempt are the production files allowed to be longer, each with
+// why: none today. A table can make the lab or the bench larger; say so
+// here rather than raising the limits.
+var sizeExempt = map[string]string{}
+
+// production reports whether a Go file is product code (the daemon, the
+// fleet side and the lab): not a test, not test support.
+func production(rel string) bool {
+	return strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") &&
+		!under(rel, "internal") && !under(rel, "packaging")
+}
+
+func TestProductionFunctionsAndFilesStaySmall(t *testing.T) {
+	root := moduleRoot(t)
+	var bad []string
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && rel != ".") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !production(filepath.ToSlash(rel)) {
+			return nil
+		}
+		if _, ok := sizeExempt[filepath.ToSlash(rel)]; ok {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		if n := lineCount(t, path); n > maxFileLines {
+			bad = append(bad, fmt.Sprintf("%s: %d lines (at most %d)", rel, n, maxFileLines))
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if n > maxFuncLines {
+				bad = append(bad, fmt.Sprintf("%s: func %s: %d lines (at most %d)", rel, fd.Name.Name, n, maxFuncLines))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Errorf("production code over its size limits (split it by concern):\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+func lineCount(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		n++
+	}
+	return n
+}
