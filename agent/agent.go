@@ -174,6 +174,13 @@ func (a *Agent) Reload(ctx context.Context, cfg *configs.Config) error {
 	}
 }
 
+// LivenessLimit is how long /livez lets the agent go without progress
+// before it fails: three sweeps, and never less than 30 s (the watchdog,
+// WatchdogSec=30s, is the sharper tool).
+func LivenessLimit(cfg *configs.Config) time.Duration {
+	return max(3*cfg.Interval.D(), 30*time.Second)
+}
+
 // LastProgress is the last sweep at which every running component made
 // progress within its deadline; the zero time before the first.
 func (a *Agent) LastProgress() time.Time {

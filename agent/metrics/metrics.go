@@ -184,24 +184,9 @@ func splitTarget(t string) (iface, peer string) {
 	return iface, peer
 }
 
-// SetHandshakeAge sets the handshake age of a WireGuard peer.
-func (m *Metrics) SetHandshakeAge(iface, peer string, age time.Duration) {
-	m.handshakeAge.WithLabelValues(iface, peer).Set(age.Seconds())
-}
-
 // ObserveProbe records one active probe (agent.Options.OnProbe).
 func (m *Metrics) ObserveProbe(p agent.ProbeSample) {
 	m.probeDuration.WithLabelValues(p.Kind, p.Target, p.Result).Observe(p.Duration.Seconds())
-}
-
-// CountRemediation counts one remediation action.
-func (m *Metrics) CountRemediation(action, result string) {
-	m.remediations.WithLabelValues(action, result).Inc()
-}
-
-// CountOffloadDrift counts TX checksum offload found back on for link.
-func (m *Metrics) CountOffloadDrift(link string) {
-	m.offloadDrift.WithLabelValues(link).Inc()
 }
 
 // ObserveEvent counts an event by kind, and derives the remediation and
@@ -211,9 +196,9 @@ func (m *Metrics) ObserveEvent(e agent.Event) {
 	m.events.WithLabelValues(e.Kind).Inc()
 	switch e.Kind {
 	case "action":
-		m.CountRemediation(e.Action, e.Result)
+		m.remediations.WithLabelValues(e.Action, e.Result).Inc()
 	case "offload-drift":
-		m.CountOffloadDrift(e.Target)
+		m.offloadDrift.WithLabelValues(e.Target).Inc()
 	}
 }
 

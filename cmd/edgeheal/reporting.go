@@ -2,7 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/evidence"
@@ -95,7 +94,7 @@ func (r *reporting) wire(a *agent.Agent) {
 				return httpapi.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
 			},
 			Logger: r.log.With("component", "http"),
-			Stale:  max(3*cfg.Interval.D(), 30*time.Second),
+			Stale:  agent.LivenessLimit(cfg),
 		}
 		if r.publisher != nil {
 			opts.MQTT = r.publisher.Info
