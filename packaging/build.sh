@@ -50,11 +50,14 @@ fi
 # Architecture-independent generated files: gzip -9n as Debian wants them.
 gzip -9nc packaging/edgeheal.1 >"$work/edgeheal.1.gz"
 gzip -9nc README.md >"$work/README.md.gz"
+# The operator's half of the manual goes with the package.
+gzip -9nc docs/configuration.md >"$work/configuration.md.gz"
+gzip -9nc docs/operations.md >"$work/operations.md.gz"
 
 for arch in $ARCHES; do
 	STAGE="$work/$arch"
 	mkdir -p "$STAGE" "$BIN/linux_$arch"
-	cp "$work/edgeheal.1.gz" "$work/README.md.gz" "$STAGE/"
+	cp "$work/edgeheal.1.gz" "$work/README.md.gz" "$work/configuration.md.gz" "$work/operations.md.gz" "$STAGE/"
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
 		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/edgeheal" ./cmd/edgeheal
 	cp "$BIN/linux_$arch/edgeheal" "$STAGE/edgeheal"

@@ -158,6 +158,8 @@ func wantPayload(t *testing.T, format string) map[string]entry {
 		"/usr/share/doc/edgeheal/examples":                dir(),
 		"/usr/share/doc/edgeheal/examples/edge-node.yaml": file(),
 		"/usr/share/doc/edgeheal/README.md.gz":            file(),
+		"/usr/share/doc/edgeheal/configuration.md.gz":     file(),
+		"/usr/share/doc/edgeheal/operations.md.gz":        file(),
 		"/usr/share/edgeheal":                             dir(),
 		"/usr/share/man/man1/edgeheal.1.gz":               file(),
 	}

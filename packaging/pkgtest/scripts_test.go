@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -72,9 +74,7 @@ func runScript(t *testing.T, root string, r scriptRun) []string {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a private mount namespace over /run): run `sudo go test -count=1 ./packaging/pkgtest -run TestLab`")
-	}
+	testsupport.RequireRoot(t, "a private mount namespace over /run")
 }
 
 func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 
 	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
@@ -60,9 +62,7 @@ TimeoutAbortSec=2s
 // without a restart.
 func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 	built(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (systemd as PID 1 in its own namespaces): run `sudo go test -count=1 ./packaging/pkgtest -run TestLabPackagedUnit`")
-	}
+	testsupport.RequireRoot(t, "systemd as PID 1 in its own namespaces")
 	payload := extractDeb(t, debPath(runtime.GOARCH))
 	dir := t.TempDir()
 	for _, d := range []string{"etc-extra/edgeheal", "varlib-extra/edgeheal", "etc-edgeheal/config.d", "state"} {
