@@ -95,7 +95,7 @@ type ladderStep struct {
 // reported as what it is. An uplink that just came back holds one more
 // round: the bad observation was made while it was down, and WireGuard's
 // session resumes by itself within a fraction of a second of a short outage
-// (LAB-NOTES), so only a probe made after the return may trigger a repair.
+// (docs/lab.md, "WireGuard (wireguard-go)"), so only a probe made after the return may trigger a repair.
 // A clock that stepped back holds the disruptive rungs (they would only send
 // more handshakes the peer drops); an unsynchronised one holds only the
 // bouncing rungs (see clockVerdict). A spent budget gives up (sticky, alerting)

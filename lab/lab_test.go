@@ -3,10 +3,11 @@ package lab_test
 import (
 	"context"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
 	"github.com/edgeheal/edgeheal/lab"
@@ -174,9 +175,7 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a lab test: skipped with -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./lab/`")
-	}
+	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	for _, broker := range []lab.BrokerKind{lab.BrokerEmbedded, lab.BrokerMosquitto} {
 		t.Run("with the "+string(broker)+" broker", func(t *testing.T) {
 			begin := time.Now()
@@ -400,9 +399,7 @@ func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
 // BenchmarkLabStart measures bringing a lab up (namespaces, links, relay,
 // two wireguard-go devices, the embedded broker); Close is not timed.
 func BenchmarkLabStart(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("the lab needs root: run `sudo env PATH=$PATH go test -run '^$' -bench BenchmarkLabStart ./lab/`")
-	}
+	testsupport.RequireRoot(b, "the lab: network namespaces, TUN, AF_PACKET")
 	for b.Loop() {
 		l, err := lab.Start(context.Background(), lab.Options{NoTelemetry: true})
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/coreos/go-systemd/v22/dbus"
 
 	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
@@ -44,9 +46,7 @@ ExecStart=/bin/true
 )
 
 func TestLabRestartUnitAgainstRealSystemd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: run `sudo go test -count=1 ./netfix -run TestLabRestartUnit`")
-	}
+	testsupport.RequireRoot(t, "systemd as PID 1 in its own namespaces")
 	sd := systemdlab.Start(t, systemdlab.Options{
 		Units: map[string]string{
 			"lab-sleeper.service": labSleeper,

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
@@ -16,8 +18,6 @@ import (
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 	"github.com/edgeheal/edgeheal/netfix"
 )
-
-const labCmd = "go test -count=1 ./netfix -run TestLab"
 
 // sameConfig is what must survive every action: everything but keepalive,
 // counters and handshake time.
@@ -35,7 +35,7 @@ func sameConfig(t *testing.T, before, after wgtypes.Peer) {
 }
 
 func TestLabEnsureKeepaliveChangesOnlyKeepalive(t *testing.T) {
-	wgpair.RequireRoot(t, labCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second) // a session, counters and a handshake to keep
 	before := p.Peer(t, p.A)
@@ -74,7 +74,7 @@ func TestLabEnsureKeepaliveChangesOnlyKeepalive(t *testing.T) {
 }
 
 func TestLabForceHandshakeStartsAFreshHandshake(t *testing.T) {
-	wgpair.RequireRoot(t, labCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second)
 	before := p.Peer(t, p.A)
@@ -108,7 +108,7 @@ func TestLabForceHandshakeStartsAFreshHandshake(t *testing.T) {
 // TestLabSameEndpointStartsNoHandshake is the reason the handshake rung
 // removes and re-adds the peer instead of re-setting its endpoint.
 func TestLabSameEndpointStartsNoHandshake(t *testing.T) {
-	wgpair.RequireRoot(t, labCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second)
 	before := p.Peer(t, p.A)
@@ -127,7 +127,7 @@ func TestLabSameEndpointStartsNoHandshake(t *testing.T) {
 }
 
 func TestLabEnsureEndpoint(t *testing.T) {
-	wgpair.RequireRoot(t, labCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	ctx := context.Background()
 	// The cloud moves: B's underlay address changes, so A's endpoint is dead.
@@ -172,7 +172,7 @@ func TestLabEnsureEndpoint(t *testing.T) {
 }
 
 func TestLabForceBounceRestoresAddressesAndRoutes(t *testing.T) {
-	wgpair.RequireRoot(t, labCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	ns, name := p.A.NS, p.A.Dev.Name
 	link, err := ns.Links.LinkByName(name)
@@ -259,7 +259,7 @@ func appendInt(b []byte, i int) []byte {
 // recovers only when its "data sent, no reply" timer fires (12–13 s
 // measured, wireguard-go 2026-11). A forced handshake recovers at once.
 func TestLabForceHandshakeAfterTheHubLostItsSessions(t *testing.T) {
-	wgpair.RequireRoot(t, labCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	p.Ping(t, p.A, p.B, 10*time.Second)
 	// B forgets its session with A: remove and re-add A without keepalive,

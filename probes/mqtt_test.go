@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 )
 
 // TestMQTTClassifiesAgainstMosquitto probes a real mosquitto on loopback
@@ -111,5 +112,31 @@ func TestMQTTCannotProbeIsAnError(t *testing.T) {
 				t.Errorf("error %v does not match %v", err, tt.wantIs)
 			}
 		})
+	}
+}
+
+// BenchmarkLabMQTTFromNamespace measures one CONNECT/CONNACK probe from
+// inside a namespace to a mosquitto in it (root).
+func BenchmarkLabMQTTFromNamespace(b *testing.B) {
+	testsupport.RequireRoot(b, "a network namespace")
+	ns := newNetns(b)
+	br := startMosquittoIn(b, ns)
+	cfg := MQTTConfig{Broker: br.PlainURL(), Username: br.user, PasswordFile: br.passwd, Timeout: 2 * time.Second}
+	for b.Loop() {
+		r, err := MQTT(context.Background(), ns, cfg)
+		if err != nil || r.Class != ClassOK {
+			b.Fatalf("%+v, %v", r, err)
+		}
+	}
+}
+
+// BenchmarkLabNetnsDo measures entering a namespace and coming back.
+func BenchmarkLabNetnsDo(b *testing.B) {
+	testsupport.RequireRoot(b, "a network namespace")
+	ns := newNetns(b)
+	for b.Loop() {
+		if err := ns.Do(func() error { return nil }); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -19,9 +21,7 @@ import (
 // needRoot skips a lab test when not root, with the command that runs it.
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to create network namespaces: sudo env PATH=$PATH go test -count=1 ./probes -run %s", t.Name())
-	}
+	testsupport.RequireRoot(t, "network namespaces")
 }
 
 // newNetns creates an anonymous network namespace with lo up and returns

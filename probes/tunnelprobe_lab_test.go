@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 )
-
-const tunnelLabCmd = "go test -count=1 ./probes -run TestLabProbeTunnel"
 
 // probeFrom runs ProbeTunnel inside ns, where its socket must be created.
 func probeFrom(t *testing.T, ns *wgpair.NS, target string, timeout time.Duration) ProbeResult {
@@ -41,7 +41,7 @@ func setPingGroupRange(t *testing.T, ns *wgpair.NS, v string) {
 }
 
 func TestLabProbeTunnel(t *testing.T) {
-	wgpair.RequireRoot(t, tunnelLabCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	p := wgpair.NewPair(t)
 	var ln net.Listener
 	if err := p.B.NS.Do(func() error {
@@ -123,7 +123,7 @@ func TestLabProbeTunnel(t *testing.T) {
 // allowed nor CAP_NET_RAW, the ICMP probe cannot be made, and that must be
 // an error (never acted on), not a confirmed failure.
 func TestLabProbeTunnelWithoutPrivilegeIsAnError(t *testing.T) {
-	wgpair.RequireRoot(t, tunnelLabCmd)
+	testsupport.RequireRoot(t, "wireguard-go devices in network namespaces")
 	ns := wgpair.NewNS(t)
 	setPingGroupRange(t, ns, "1 0")
 	done := make(chan ProbeResult, 1)

@@ -3,11 +3,12 @@ package probes
 import (
 	"context"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -17,9 +18,7 @@ import (
 // in it, both closed in t.Cleanup (the namespace goes with its last handle).
 func labNamespace(t *testing.T) (netns.NsHandle, *netlink.Handle) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: sudo env PATH=$PATH go test -count=1 ./probes -run TestLab")
-	}
+	testsupport.RequireRoot(t, "network namespaces")
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {

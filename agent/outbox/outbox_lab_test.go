@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/edgeheal/edgeheal/agent"
 )
 
@@ -19,9 +21,7 @@ const fullDiskEnv = "EDGEHEAL_REPORT_FULLDISK"
 // Append fails, then frees space and checks that every event Append
 // accepted is still there, none it refused, and the log has no torn record.
 func TestLabOutboxSurvivesAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs in a private mount namespace: sudo go test ./agent/report -run TestLabOutboxSurvivesAFullDisk")
-	}
+	testsupport.RequireRoot(t, "a tmpfs in a private mount namespace")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Fatalf("unshare (util-linux) not found: %v", err)

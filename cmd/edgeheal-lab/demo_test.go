@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 
 	"github.com/edgeheal/edgeheal/lab"
 )
@@ -29,9 +30,7 @@ func skipUnlessLabRoot(t *testing.T, name string) {
 	if testing.Short() {
 		t.Skip("a lab test: skipped with -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Skipf("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^%s$' ./cmd/edgeheal-lab/`", name)
-	}
+	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 }
 
 // The whole demo with short faults: edgeheal turns offload off at start

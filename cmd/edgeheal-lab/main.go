@@ -4,7 +4,7 @@
 // telemetry); the other subcommands talk to it over a unix socket in the
 // run directory, and `down` ends it and removes everything the lab made.
 //
-// It needs root. See the README, "Lab".
+// It needs root. See docs/lab.md.
 package main
 
 import (

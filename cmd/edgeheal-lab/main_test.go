@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/edgeheal/edgeheal/lab"
 )
 
@@ -23,9 +25,7 @@ func buildCLI(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("a lab test: skipped with -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run TestLab ./cmd/edgeheal-lab/`")
-	}
+	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	bin := filepath.Join(t.TempDir(), "edgeheal-lab")
 	gobin, err := exec.LookPath("go")
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
@@ -26,9 +28,7 @@ import (
 // come back, the cloud must see a retained `online` status and the events,
 // `edgeheal status` must read the agent, and SIGTERM must leave `offline`.
 func TestLabDaemonHealsTheOffloadFaultAndReports(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces: sudo env PATH=$PATH go test ./cmd/edgeheal -run TestLabDaemon")
-	}
+	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	l := labtest.New(t, lab.Options{})
 	bin := buildBinary(t)
 	dir := t.TempDir()

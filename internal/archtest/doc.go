@@ -1,5 +1,5 @@
 // Package archtest holds the tests that keep edgeheal's layout what
-// DESIGN and docs/development.md say it is: which package may import
+// docs/development.md says it is: which package may import
 // which, what the daemon links, and how long a production function or
 // file may grow. It has no code of its own.
 package archtest

@@ -19,7 +19,11 @@ import (
 // that runs it as root. why says what the test needs root for.
 func RequireRoot(t testing.TB, why string) {
 	t.Helper()
-	cmd := fmt.Sprintf("sudo env PATH=$PATH go test -count=1 -run '^%s$' %s", topName(t), PackageDir())
+	sel := fmt.Sprintf("-run '^%s$'", topName(t))
+	if _, ok := t.(*testing.B); ok {
+		sel = fmt.Sprintf("-run '^$' -bench '^%s$'", topName(t))
+	}
+	cmd := fmt.Sprintf("sudo env PATH=$PATH go test -count=1 %s %s", sel, PackageDir())
 	if testing.Short() {
 		t.Skipf("needs root (%s): skipped with -short; run `%s`", why, cmd)
 	}

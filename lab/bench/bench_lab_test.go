@@ -2,11 +2,12 @@ package bench
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 
 	"github.com/edgeheal/edgeheal/lab"
 )
@@ -19,9 +20,7 @@ func TestLabBenchS1(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a lab test: skipped with -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the lab needs root: run `sudo env PATH=$PATH go test -count=1 -run '^TestLabBenchS1$' ./lab/bench/`")
-	}
+	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	bin := filepath.Join(t.TempDir(), "edgeheal")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeheal/edgeheal/cmd/edgeheal").CombinedOutput(); err != nil {
 		t.Fatalf("building edgeheal: %v\n%s", err, out)

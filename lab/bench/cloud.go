@@ -17,7 +17,7 @@ import (
 )
 
 // Event is an edgeheal event as the cloud received it (the payload of
-// edgeheal/v1/<node>/event; see the README, "Reporting").
+// edgeheal/v1/<node>/event; see docs/operations.md, "Reporting").
 type Event struct {
 	ID       string         `json:"id"`
 	TS       time.Time      `json:"ts"`

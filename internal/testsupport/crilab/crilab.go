@@ -34,6 +34,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -77,9 +79,7 @@ var Need = []string{"containerd", "runc", "ctr", "/usr/lib/cni/bridge", "/usr/li
 // installed (saying which), and fails it on any other problem.
 func Start(t testing.TB) *Lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root to run containerd: sudo env PATH=$PATH go test -count=1 -run %s ./...", t.Name())
-	}
+	testsupport.RequireRoot(t, "containerd with its CRI plugin")
 	for _, n := range Need {
 		if _, err := exec.LookPath(n); err != nil {
 			t.Skipf("%s is not installed (apt-get install -y --no-install-recommends containerd runc containernetworking-plugins): %v", n, err)

@@ -6,7 +6,7 @@
 // A plain boot is unsafe on a shared test machine: it would run
 // systemd-tmpfiles-setup (Debian's "D /tmp" rule empties the machine's
 // /tmp), udev coldplug, sysctl writes and the machine's own services. So
-// the boot is confined, following the recipe in shared/LAB-NOTES.md:
+// the boot is confined, following the recipe in docs/lab.md, "systemd as PID 1":
 //
 //   - an own cgroup subtree (one directory per mounted hierarchy), so that
 //     systemd manages only that subtree and everything it starts can be
@@ -54,6 +54,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -127,9 +129,7 @@ var maskedUnits = []string{
 // where its D-Bus API answers.
 func Start(t testing.TB, opt Options) *Systemd {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (PID/mount namespaces, cgroups): run the test with sudo")
-	}
+	testsupport.RequireRoot(t, "systemd as PID 1: PID and mount namespaces, cgroups")
 	const systemdBin = "/lib/systemd/systemd"
 	for _, p := range []string{systemdBin, "/usr/bin/unshare"} {
 		if _, err := os.Stat(p); err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -23,9 +25,7 @@ StandardError=null
 `
 
 func TestLabBootsConfinedAndCleansUp(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: run `sudo go test -count=1 ./internal/testsupport/systemdlab -run TestLab`")
-	}
+	testsupport.RequireRoot(t, "systemd as PID 1: PID and mount namespaces, cgroups")
 	tmpMarker := filepath.Join(os.TempDir(), "edgeheal-systemdlab-marker-"+time.Now().Format("150405.000000000"))
 	if err := os.WriteFile(tmpMarker, []byte("must survive"), 0o644); err != nil {
 		t.Fatal(err)

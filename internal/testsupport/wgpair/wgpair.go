@@ -35,15 +35,6 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
-// RequireRoot skips t unless the test runs as root, giving the command to
-// run it with.
-func RequireRoot(t testing.TB, cmd string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root (network namespaces, TUN): run `sudo %s`", cmd)
-	}
-}
-
 // Name returns prefix followed by random hex, at most 15 characters (an
 // interface name's limit).
 func Name(prefix string) string {
