@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/edgeheal/edgeheal/probes"
 	"github.com/vishvananda/netns"
 )
 
@@ -68,37 +69,11 @@ func removeNamedNS(name string) error {
 	return fmt.Errorf("removing namespace %s: %w", name, err)
 }
 
-// doIn runs fn on a locked OS thread switched into ns, then switches back.
-// fn must not start goroutines that expect to inherit the namespace: only
-// what fn does on this thread (and sockets or handles it creates) happens
-// inside ns.
+// doIn runs fn on a locked OS thread switched into ns, then switches back
+// (see probes.DoIn). fn must not start goroutines that expect to inherit
+// the namespace.
 func doIn(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	// A fresh goroutine: if switching back fails, it exits while locked and
-	// the runtime destroys the thread instead of reusing it.
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("reading own namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("entering namespace: %w", err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("returning to own namespace: %w", err))
-			return // still locked: the thread dies with the goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return probes.DoIn(ns, fn)
 }
 
 // writeSysctl writes value to /proc/sys/<key> (key with slashes) inside ns.

@@ -70,7 +70,16 @@ func (n Netns) Do(fn func() error) error {
 		return &NamespaceError{Op: "opening", Path: n.Path, Err: err}
 	}
 	defer target.Close()
+	return doIn(target, n.Path, fn)
+}
 
+// DoIn runs fn like Netns.Do, inside the namespace of the open handle h
+// (which stays open: the caller owns it).
+func DoIn(h netns.NsHandle, fn func() error) error {
+	return doIn(h, h.String(), fn)
+}
+
+func doIn(target netns.NsHandle, name string, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -84,14 +93,14 @@ func (n Netns) Do(fn func() error) error {
 		if err := netns.Set(target); err != nil {
 			// setns failed: the thread is still where it was.
 			runtime.UnlockOSThread()
-			done <- &NamespaceError{Op: "entering", Path: n.Path, Err: err}
+			done <- &NamespaceError{Op: "entering", Path: name, Err: err}
 			return
 		}
 		ferr := fn()
 		if err := netns.Set(orig); err != nil {
 			// Deliberately no UnlockOSThread: the thread is in a foreign
 			// namespace and must die with this goroutine.
-			done <- errors.Join(ferr, &NamespaceError{Op: "leaving", Path: n.Path, Err: err})
+			done <- errors.Join(ferr, &NamespaceError{Op: "leaving", Path: name, Err: err})
 			return
 		}
 		runtime.UnlockOSThread()

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"time"
 
@@ -130,38 +129,14 @@ func (s *System) Close() error {
 	return errors.Join(errs...)
 }
 
-// do runs fn on a locked OS thread inside the namespace, for the one thing
-// that needs it (creating a socket: a socket keeps the namespace it was
-// made in). A thread that cannot switch back stays locked, so it dies with
-// its goroutine rather than run others in the wrong namespace.
+// do runs fn inside the namespace, for the one thing that needs it
+// (creating a socket: a socket keeps the namespace it was made in); see
+// probes.Netns.Do.
 func (s *System) do(fn func() error) error {
 	if s.ns < 0 {
 		return fn()
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("reading the current network namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(s.ns); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("entering network namespace %s: %w", s.ns, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			done <- errors.Join(ferr, fmt.Errorf("returning to the original network namespace: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- ferr
-	}()
-	return <-done
+	return probes.DoIn(s.ns, fn)
 }
 
 // lazy is a handle opened on first use and again after a failed open.
