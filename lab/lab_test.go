@@ -16,20 +16,6 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
-// waitFor polls cond every 50 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	begin := time.Now()
-	for time.Since(begin) < d {
-		if cond() {
-			return time.Since(begin)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v", what, d)
-	return 0
-}
-
 func handshakeDone(t *testing.T, l *lab.Lab) bool {
 	t.Helper()
 	hs, err := l.EdgeHandshake()
@@ -87,14 +73,14 @@ func TestLabOffloadOnKeepsTunnelDarkUntilEthtoolTurnsItOff(t *testing.T) {
 
 	fixed := time.Now()
 	uplinkOffloadOff(t, l)
-	hs := waitFor(t, 15*time.Second, "handshake after offload off", func() bool { return handshakeDone(t, l) })
-	flow := waitFor(t, 15*time.Second, "telemetry after offload off", func() bool { return l.StatsSince(fixed).Received > 0 })
+	hs := testsupport.WaitFor(t, 15*time.Second, "handshake after offload off", func() bool { return handshakeDone(t, l) })
+	flow := testsupport.WaitFor(t, 15*time.Second, "telemetry after offload off", func() bool { return l.StatsSince(fixed).Received > 0 })
 	t.Logf("after offload off: handshake in %v, telemetry flowing %v later", hs.Round(time.Millisecond), flow.Round(time.Millisecond))
 }
 
 func TestLabReplugBringsOffloadBackAndDarkensTunnel(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true})
-	waitFor(t, 10*time.Second, "telemetry with offload off", func() bool { return l.Stats().Received > 20 })
+	testsupport.WaitFor(t, 10*time.Second, "telemetry with offload off", func() bool { return l.Stats().Received > 20 })
 
 	before := csumErrors(t, l)
 	replugged := time.Now()
@@ -136,13 +122,13 @@ func TestLabReplugBringsOffloadBackAndDarkensTunnel(t *testing.T) {
 	}
 	t.Logf("offload exposure after the replug: %v (seen %v after the change)",
 		off.at.Sub(l.UplinkPluggedAt()).Round(time.Millisecond), off.at.Sub(fixed).Round(time.Microsecond))
-	d := waitFor(t, 20*time.Second, "telemetry after offload off again", func() bool { return l.StatsSince(fixed).Received > 0 })
+	d := testsupport.WaitFor(t, 20*time.Second, "telemetry after offload off again", func() bool { return l.StatsSince(fixed).Received > 0 })
 	t.Logf("replugged uplink dark for 3 s; telemetry back %v after offload off", d.Round(time.Millisecond))
 }
 
 func TestLabBlackholeOf20sLeavesGapAndRecoversByItself(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true})
-	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 20 })
+	testsupport.WaitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 20 })
 
 	const block = 20 * time.Second
 	start := time.Now()
@@ -154,7 +140,7 @@ func TestLabBlackholeOf20sLeavesGapAndRecoversByItself(t *testing.T) {
 	}
 	end := start.Add(block)
 	time.Sleep(block)
-	waitFor(t, 15*time.Second, "telemetry after the blackhole", func() bool {
+	testsupport.WaitFor(t, 15*time.Second, "telemetry after the blackhole", func() bool {
 		st := l.StatsSince(start)
 		return len(st.Outages) > 0 && !st.Outages[0].End.IsZero()
 	})
@@ -189,7 +175,7 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 			if left := lab.Leftovers(prefix, runDir); len(left) < 4 {
 				t.Errorf("a running lab shows %v; want its namespaces, sockets and run dir", left)
 			}
-			flow := waitFor(t, 15*time.Second, "telemetry", func() bool { return l.Stats().Received > 0 })
+			flow := testsupport.WaitFor(t, 15*time.Second, "telemetry", func() bool { return l.Stats().Received > 0 })
 			if err := l.Close(); err != nil {
 				t.Errorf("close: %v", err)
 			}
@@ -237,7 +223,7 @@ func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
 
 func TestLabMoveCloudEndpointDarkensTunnelUntilTheNameIsResolvedAgain(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true})
-	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
+	testsupport.WaitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
 
 	moved := time.Now()
 	addr, err := l.MoveCloudEndpoint()
@@ -269,13 +255,13 @@ func TestLabMoveCloudEndpointDarkensTunnelUntilTheNameIsResolvedAgain(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := waitFor(t, 20*time.Second, "telemetry after re-resolving", func() bool { return l.StatsSince(resolved).Received > 0 })
+	d := testsupport.WaitFor(t, 20*time.Second, "telemetry after re-resolving", func() bool { return l.StatsSince(resolved).Received > 0 })
 	t.Logf("cloud moved to %v; telemetry back %v after the edge re-resolved %s", addr, d.Round(time.Millisecond), lab.CloudHost)
 }
 
 func TestLabRestartCloudWireGuardKeepsKeyAndPortButDropsSessions(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true})
-	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
+	testsupport.WaitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
 	wg, err := wgctrl.New()
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +306,7 @@ func TestLabRestartCloudWireGuardKeepsKeyAndPortButDropsSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := waitFor(t, 10*time.Second, "telemetry after a forced handshake", func() bool { return l.StatsSince(forced).Received > 0 })
+	d := testsupport.WaitFor(t, 10*time.Second, "telemetry after a forced handshake", func() bool { return l.StatsSince(forced).Received > 0 })
 	t.Logf("cloud WireGuard restarted; telemetry back %v after a forced handshake", d.Round(time.Millisecond))
 }
 
@@ -342,7 +328,7 @@ func connectTime(l *lab.Lab) (time.Duration, error) {
 
 func TestLabDelayAndLossShapeTheModemsTraffic(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true, NoTelemetry: true, Keepalive: time.Second})
-	waitFor(t, 10*time.Second, "a handshake", func() bool { return handshakeDone(t, l) })
+	testsupport.WaitFor(t, 10*time.Second, "a handshake", func() bool { return handshakeDone(t, l) })
 	if _, err := connectTime(l); err != nil {
 		t.Fatalf("connecting through a passing modem: %v", err)
 	}
@@ -375,7 +361,7 @@ func TestLabDelayAndLossShapeTheModemsTraffic(t *testing.T) {
 
 func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
 	l := labtest.New(t, lab.Options{OffloadOff: true})
-	waitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
+	testsupport.WaitFor(t, 10*time.Second, "telemetry", func() bool { return l.Stats().Received > 10 })
 	stopped := time.Now()
 	if err := l.StopBroker(); err != nil {
 		t.Fatal(err)
@@ -388,7 +374,7 @@ func TestLabBrokerStopAndStartMakesATelemetryGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	d := waitFor(t, 10*time.Second, "telemetry after the broker returned", func() bool { return l.StatsSince(started).Received > 0 })
+	d := testsupport.WaitFor(t, 10*time.Second, "telemetry after the broker returned", func() bool { return l.StatsSince(started).Received > 0 })
 	hs, err := l.EdgeHandshake()
 	if err != nil || hs.IsZero() {
 		t.Errorf("edge handshake = %v, %v; the tunnel should not care about the broker", hs, err)

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 )
 
 // helperConfig tells a child process (this test binary re-executed) what
@@ -339,7 +340,7 @@ func TestOutboxDeliversEveryEventOnceAfterABrokerOutage(t *testing.T) {
 	w.nextStatus(t, testPrefix+"/node-b/status", func(m map[string]any) bool { return m["state"] == agent.StateOnline })
 
 	m.Stop()
-	waitFor(t, "the publisher to notice the outage", func() bool { return !p.Connected() })
+	testsupport.WaitFor(t, 20*time.Second, "the publisher to notice the outage", func() bool { return !p.Connected() })
 	want := eventIDs("outage", 25)
 	for _, id := range want {
 		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
@@ -356,7 +357,7 @@ func TestOutboxDeliversEveryEventOnceAfterABrokerOutage(t *testing.T) {
 			t.Errorf("event %s arrived %d times, want once", id, seen[id])
 		}
 	}
-	waitFor(t, "the outbox to empty", func() bool { return ob.Depth() == 0 })
+	testsupport.WaitFor(t, 20*time.Second, "the outbox to empty", func() bool { return ob.Depth() == 0 })
 	if strings.Contains(logs.String(), password) || strings.Contains(fmt.Sprint(p.Info()), password) {
 		t.Error("the MQTT password appears in the logs or the status info")
 	}
@@ -391,7 +392,7 @@ func TestOutboxDeliversEventsQueuedBeforeAKill9(t *testing.T) {
 			t.Errorf("event %s arrived %d times, want once", id, seen[id])
 		}
 	}
-	waitFor(t, "the outbox to empty", func() bool { return ob.Depth() == 0 })
+	testsupport.WaitFor(t, 20*time.Second, "the outbox to empty", func() bool { return ob.Depth() == 0 })
 }
 
 func TestOutboxDropReportReachesTheBroker(t *testing.T) {
@@ -452,23 +453,12 @@ func TestACLKeepsANodeOutOfAnotherNodesTopics(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := runPublisher(t, context.Background(), p)
-	waitFor(t, "the publisher to connect", p.Connected)
+	testsupport.WaitFor(t, 20*time.Second, "the publisher to connect", p.Connected)
 	stop()
 	select {
 	case msg := <-w.status:
 		t.Errorf("a node published on another node's topic: %s %s", msg.Topic(), msg.Payload())
 	case <-time.After(time.Second):
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -730,5 +720,5 @@ func TestOutboxDeliversEverythingAfterAKill9MidDelivery(t *testing.T) {
 		dups += max(0, n-1)
 	}
 	t.Logf("%d queued after the kill, %d duplicates (allowed: delivery is at least once)", left, dups)
-	waitFor(t, "the outbox to empty", func() bool { return ob.Depth() == 0 })
+	testsupport.WaitFor(t, 20*time.Second, "the outbox to empty", func() bool { return ob.Depth() == 0 })
 }

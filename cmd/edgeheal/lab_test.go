@@ -78,12 +78,12 @@ report:
 		}
 	})
 
-	waitFor(t, 10*time.Second, "offload off on the edge uplink", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "offload off on the edge uplink", func() bool {
 		on, err := l.UplinkTxChecksumOn()
 		return err == nil && !on
 	})
 	t.Logf("offload off %v after the agent started", time.Since(start).Round(time.Millisecond))
-	waitFor(t, 20*time.Second, "telemetry through the tunnel", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "telemetry through the tunnel", func() bool {
 		s := l.StatsSince(time.Now().Add(-2 * time.Second))
 		return s.Received > 0
 	})
@@ -164,15 +164,4 @@ func cloudSubscriber(t *testing.T, l *lab.Lab, topic string, got chan<- mqtt.Mes
 		t.Fatalf("cloud subscriber: subscribe: %v", tok.Error())
 	}
 	return c
-}
-
-func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

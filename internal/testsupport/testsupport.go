@@ -63,7 +63,7 @@ func PackageDir() string {
 	return "./..."
 }
 
-// WaitFor polls ok every 10 ms until it returns true, and fails t if it
+// WaitFor polls ok every 20 ms until it returns true, and fails t if it
 // has not within limit. It returns how long it took.
 func WaitFor(t testing.TB, limit time.Duration, what string, ok func() bool) time.Duration {
 	t.Helper()
@@ -75,6 +75,6 @@ func WaitFor(t testing.TB, limit time.Duration, what string, ok func() bool) tim
 		if time.Since(start) > limit {
 			t.Fatalf("%s: not within %s", what, limit)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -127,7 +127,7 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 	t.Logf("after start: %+v", first)
 
 	t.Run("the sandboxed agent turns TX checksum offload off", func(t *testing.T) {
-		waitFor(ctx, t, "tx-checksum-ip-generic off on the lab's veth", func() bool {
+		testsupport.WaitFor(t, 90*time.Second, "tx-checksum-ip-generic off on the lab's veth", func() bool {
 			out, err := exec.Command("nsenter", "-t", strconv.Itoa(s.PID), "-n", "ethtool", "-k", "ehpkg0").CombinedOutput()
 			if err != nil {
 				t.Fatalf("ethtool -k in the lab: %v\n%s", err, out)
@@ -223,7 +223,7 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 			t.Errorf("reload job result = %q, want done", res)
 		}
 		// SIGHUP is asynchronous: the agent saves the config it applied.
-		waitFor(ctx, t, "the agent to apply the new site", func() bool {
+		testsupport.WaitFor(t, 90*time.Second, "the agent to apply the new site", func() bool {
 			b, _ := os.ReadFile(lastGood)
 			return strings.Contains(string(b), "pkgtest-site-2")
 		})
@@ -272,22 +272,11 @@ func unitState(ctx context.Context, t *testing.T, conn *sddbus.Conn, unit string
 func waitState(ctx context.Context, t *testing.T, conn *sddbus.Conn, what string, ok func(state) bool) state {
 	t.Helper()
 	var st state
-	waitFor(ctx, t, what, func() bool {
+	testsupport.WaitFor(t, 90*time.Second, what, func() bool {
 		st = unitState(ctx, t, conn, "edgeheal.service")
 		return ok(st)
 	})
 	return st
-}
-
-func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !ok() {
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // job runs a systemd job and returns its result (done, failed, timeout, ...).
