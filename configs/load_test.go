@@ -122,6 +122,10 @@ func TestParseProblems(t *testing.T) {
 			[]string{`f.yaml: tunnels[0].peers[0]: "abc" is not a WireGuard public key`}},
 		{"a probe target without a port", "tunnels:\n  - interface: wg0\n    probe: {target: 'tcp://10.0.0.1'}\n",
 			[]string{"f.yaml: tunnels[0].probe.target:", "tcp probes need an IP address and a port"}},
+		{"an endpoint_host that is not a name", "tunnels:\n  - interface: wg0\n    endpoint_host: 'gw_1!'\n",
+			[]string{`f.yaml: tunnels[0].endpoint_host: "gw_1!" is not a DNS name (or name:port)`}},
+		{"an endpoint_host with a bad port", "tunnels:\n  - interface: wg0\n    endpoint_host: 'gw.example.com:70000'\n",
+			[]string{`f.yaml: tunnels[0].endpoint_host: "gw.example.com:70000": the port must be 1..65535`}},
 		{"a stale_after that healthy tunnels reach", "tunnels:\n  - interface: wg0\n    stale_after: 150s\n",
 			[]string{"f.yaml: tunnels[0].stale_after: 150s would flag healthy tunnels"}},
 		{"two tunnels on one interface", "tunnels:\n  - interface: wg0\n  - interface: wg0\n",
@@ -401,4 +405,17 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned a config that fails Validate: %v", err)
 		}
 	})
+}
+
+func TestEndpointHostTakesAnOptionalPort(t *testing.T) {
+	for _, host := range []string{"gw.example.com", "gw.example.com:51820", "gw-1"} {
+		cfg, err := Parse("f.yaml", []byte("tunnels:\n  - interface: wg0\n    endpoint_host: '"+host+"'\n"))
+		if err != nil {
+			t.Errorf("%s: %v", host, err)
+			continue
+		}
+		if got := cfg.Tunnels[0].EndpointHost; got != host {
+			t.Errorf("endpoint_host = %q, want %q", got, host)
+		}
+	}
 }

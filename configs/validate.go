@@ -151,8 +151,8 @@ func (v *validator) tunnel(p string, t Tunnel) {
 	if ka.D()%time.Second != 0 {
 		v.add(p+".persistent_keepalive", "%s: WireGuard keepalive is whole seconds", ka)
 	}
-	if t.EndpointHost != "" && !hostnameRe.MatchString(t.EndpointHost) {
-		v.add(p+".endpoint_host", "%q is not a DNS name", t.EndpointHost)
+	if t.EndpointHost != "" {
+		v.endpointHost(p+".endpoint_host", t.EndpointHost)
 	}
 	v.durRange(p+".stale_after", t.StaleAfter, 0, 24*time.Hour)
 	if t.StaleAfter > 0 && t.StaleAfter.D() <= 180*time.Second {
@@ -336,4 +336,20 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// endpointHost checks a tunnel's endpoint_host: a DNS name, optionally
+// with a port (name:port); without one the reresolve rung keeps the peer's
+// current port.
+func (v *validator) endpointHost(key, host string) {
+	name := host
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		name = h
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			v.add(key, "%q: the port must be 1..65535", host)
+		}
+	}
+	if !hostnameRe.MatchString(name) {
+		v.add(key, "%q is not a DNS name (or name:port)", host)
+	}
 }
