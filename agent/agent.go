@@ -27,6 +27,10 @@ type Options struct {
 	OnRound func(checks []Check)
 	// OnProbe, if set, receives every active probe (the metrics).
 	OnProbe func(ProbeSample)
+	// Ledger keeps the policy state (budgets, actions in flight, open
+	// incidents) across reloads and, from its file, restarts; nil: one in
+	// memory, which reloads share.
+	Ledger *Ledger
 }
 
 // Agent runs the components for its config under a supervisor, swaps them
@@ -60,6 +64,9 @@ func New(cfg *configs.Config, opts Options) *Agent {
 	}
 	if opts.Emit == nil {
 		opts.Emit = func(Event) {}
+	}
+	if opts.Ledger == nil {
+		opts.Ledger, _ = OpenLedger("", time.Time{}, opts.Log)
 	}
 	return &Agent{opts: opts, log: opts.Log, reload: make(chan reloadReq), cfg: cfg}
 }

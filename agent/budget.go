@@ -58,3 +58,20 @@ func (b *actionBudget) used(now time.Time) int {
 	b.forget(now)
 	return len(b.spent)
 }
+
+// budgetFrom is the budget as the ledger records it: the disruptive
+// actions spent in the window and the last one, so that a reload or a
+// restart does not start from zero.
+func budgetFrom(pol budgetPolicy, spent []time.Time, last time.Time) *actionBudget {
+	b := newActionBudget(pol.max, pol.window, pol.cooldown)
+	b.spent, b.last = spent, last
+	return b
+}
+
+// budgetPolicy is what bounds a tunnel's disruptive actions (policy:
+// max_disruptive per window, cooldown between two).
+type budgetPolicy struct {
+	max      int
+	window   time.Duration
+	cooldown time.Duration
+}

@@ -42,7 +42,7 @@ func buildParts(cfg *configs.Config, o Options) *parts {
 	}
 	for _, t := range cfg.Tunnels {
 		tc := TunnelMonitorConfig{Tunnel: t, Policy: cfg.Policy, DryRun: cfg.DryRun, OS: o.OS, Clock: p.clock,
-			Log: o.Log.With("component", "tunnel"), Emit: o.Emit, OnProbe: o.OnProbe}
+			Ledger: o.Ledger, Log: o.Log.With("component", "tunnel"), Emit: o.Emit, OnProbe: o.OnProbe}
 		if p.offload != nil {
 			tc.Offload = p.offload
 		}

@@ -73,6 +73,7 @@ const (
 	holdSettle   = "uplink-back"
 	holdClock    = "clock"
 	holdCooldown = "cooldown"
+	holdBusy     = "busy" // an action the previous config's monitor started has not returned
 )
 
 // ladderStep is the ladder's decision for a down peer in one round: run

@@ -42,7 +42,8 @@ type tunnelWorld struct {
 	uplinkDown bool // no default route
 	hostDark   bool // the endpoint stops answering the host's own probe
 	resolvesTo netip.AddrPort
-	noTraffic  bool // leave counters alone (the benchmark)
+	restarting time.Duration // how long a unit restart takes
+	noTraffic  bool          // leave counters alone (the benchmark)
 	reads      int
 }
 
@@ -220,6 +221,11 @@ func (w *tunnelWorld) Enforce(context.Context) ([]netfix.Result, error) {
 // the restart fixes.
 func (w *tunnelWorld) RestartUnitContext(ctx context.Context, name, mode string, ch chan<- string) (int, error) {
 	w.log("restart %s", name)
+	w.mu.Lock()
+	takes := w.restarting
+	w.mu.Unlock()
+	time.Sleep(takes)
+	w.log("restarted %s", name)
 	w.set(func(w *tunnelWorld) { w.healLocked(configs.HealRestartUnit) })
 	return w.sd.RestartUnitContext(ctx, name, mode, ch)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/netfix"
 )
@@ -80,7 +82,7 @@ func (m *TunnelMonitor) runLadder(ctx context.Context, down []*peerTrack) {
 	shared := map[string]rungOutcome{}
 	for _, p := range down {
 		for range len(m.spec.cfg.Heal) + 1 {
-			if !m.climb(ctx, p, shared) {
+			if ctx.Err() != nil || !m.climb(ctx, p, shared) {
 				break
 			}
 		}
@@ -91,11 +93,20 @@ func (m *TunnelMonitor) runLadder(ctx context.Context, down []*peerTrack) {
 // moves on in this round (the rung changed nothing).
 func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[string]rungOutcome) bool {
 	now := m.os.Clock.Now()
+	if in, done := m.book.inFlight(); in != nil {
+		// A monitor of the previous config started an action that has not
+		// returned: one action at a time per tunnel, so wait for it and
+		// then verify it (adoptEnded).
+		m.adopted, m.adoptPeer = done, in.Peer
+		m.holdLadder(p, ladderStep{HoldKind: holdBusy, Rung: in.Rung,
+			Hold: fmt.Sprintf("%s on %s, started %s by the previous config, has not returned", in.Rung, in.Target, in.Started.UTC().Format(time.RFC3339))}, now)
+		return false
+	}
 	var g ladderGuards
 	if _, ok := ladderNextRung(m.spec.cfg, p.st.Rung); ok {
 		g = m.guards(ctx, p)
 	}
-	st := ladderDecide(m.spec.cfg, p.st.Rung, p.holdKind, g, m.budget, now)
+	st := ladderDecide(m.spec.cfg, p.st.Rung, p.holdKind, g, m.budget(), now)
 	if st.GiveUp != "" {
 		m.apply(p, PeerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
 		return false
@@ -107,16 +118,13 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 	p.holdKind, p.hold = "", ""
 	o, done := shared[st.Rung]
 	if !done {
-		o = m.runRung(ctx, p, st.Rung)
-		if ladderDisruptive(st.Rung) && !tunnelNoop(o.res, o.err) {
-			m.budget.spend(o.start)
+		var cut bool
+		if o, cut = m.act(ctx, p, st); cut {
+			return false // stopping: the action finishes and records itself
 		}
-		target := p.id
 		if ladderTunnelWide(st.Rung) {
-			target = m.spec.cfg.Interface
 			shared[st.Rung] = o
 		}
-		m.actionEvent(target, st.Rung, fmt.Sprintf("%s: %s", p.id, p.st.Reason), o.start, o.end, o.res, o.err)
 	}
 	p.lastAction = fmt.Sprintf("%s: %s at %s", st.Rung, tunnelResultWord(o.res, o.err), o.start.UTC().Format(time.RFC3339))
 	if tunnelNoop(o.res, o.err) {
@@ -125,6 +133,70 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 	}
 	m.apply(p, PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung})
 	return false
+}
+
+// budget is the tunnel's budget as the ledger has it now.
+func (m *TunnelMonitor) budget() *actionBudget {
+	spent, last := m.book.budget()
+	return budgetFrom(m.pol, spent, last)
+}
+
+// act runs one rung for p. It is recorded in the ledger before it starts
+// (the budget it spends, the action in flight) and runs on a goroutine of
+// its own with its own timeout, so that a reload cannot cut it short: if
+// ctx ends first (a reload, a stop), act returns at once with cut set, and
+// the action reports and records its outcome by itself when it returns;
+// the next monitor waits for it (climb) and verifies it (adoptEnded). A
+// rung that changed nothing gets its budget back.
+func (m *TunnelMonitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o rungOutcome, cut bool) {
+	start := m.os.Clock.Now()
+	disruptive := ladderDisruptive(st.Rung)
+	in := InFlight{Rung: st.Rung, Target: p.id, Peer: p.key.String(), Next: st.Index + 1, Started: start}
+	if ladderTunnelWide(st.Rung) {
+		in.Target = m.spec.cfg.Interface
+	}
+	m.book.begin(in, disruptive) // false only while another monitor's action runs, which climb ruled out
+	req := rungRequest{rung: st.Rung, key: p.key, endpoint: p.sig.endpoint, keepalive: p.sig.keepalive}
+	before, why := p.st, fmt.Sprintf("%s: %s", p.id, p.st.Reason)
+	out := make(chan rungOutcome, 1)
+	go func() {
+		o := m.runRung(context.WithoutCancel(ctx), req)
+		o.start = start
+		noop := tunnelNoop(o.res, o.err)
+		obs := PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung}
+		if noop {
+			obs = PeerObservation{Now: o.end, Skipped: st.Rung}
+		}
+		m.book.end(nextPeer(before, obs, m.spec.pol), noop && disruptive, o.end)
+		m.actionEvent(in.Target, st.Rung, why, o.start, o.end, o.res, o.err)
+		out <- o
+	}()
+	select {
+	case o = <-out:
+		return o, false
+	case <-ctx.Done():
+		return o, true
+	}
+}
+
+// adoptEnded verifies an action a previous monitor started, once it has
+// returned: the ledger has the state it left its peer in.
+func (m *TunnelMonitor) adoptEnded() {
+	if m.adopted == nil {
+		return
+	}
+	select {
+	case <-m.adopted:
+	default:
+		return
+	}
+	m.adopted = nil
+	st, ok := m.book.peers(m.spec.cfg.Heal)[m.adoptPeer]
+	for _, p := range m.peers {
+		if p.key.String() == m.adoptPeer && ok {
+			p.st, p.holdKind, p.hold = st, "", ""
+		}
+	}
 }
 
 // guards observes the uplink (for the peer's endpoint: once per round each)
@@ -186,6 +258,10 @@ func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
 		p.reported = map[string]bool{}
 	}
 	p.reported[st.HoldKind] = true
+	if st.HoldKind == holdBusy {
+		m.log.Info("waiting for an action in flight before the next", "peer", p.id, "why", st.Hold)
+		return
+	}
 	kind := "uplink-outage"
 	if st.HoldKind == holdClock {
 		kind = "clock"
@@ -196,34 +272,43 @@ func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
 		Evidence: p.evidence(now)})
 }
 
+// rungRequest is what one rung acts on: copied from the peer's track, so
+// that the rung's goroutine shares nothing with the monitor's.
+type rungRequest struct {
+	rung      string
+	key       wgtypes.Key
+	endpoint  *net.UDPAddr
+	keepalive time.Duration // the peer's own, for keepalive 0 in config
+}
+
 // runRung runs one rung through netfix, bounded by its timeout.
-func (m *TunnelMonitor) runRung(ctx context.Context, p *peerTrack, rung string) rungOutcome {
+func (m *TunnelMonitor) runRung(ctx context.Context, r rungRequest) rungOutcome {
 	timeout := tunnelActionTimeout
-	if rung == configs.HealRestartUnit {
+	if r.rung == configs.HealRestartUnit {
 		timeout = tunnelUnitTimeout
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	m.setBusy(rung)
+	m.setBusy(r.rung)
 	defer m.setBusy("")
 	o := rungOutcome{start: m.os.Clock.Now()}
 	iface, ka := m.spec.cfg.Interface, m.spec.cfg.PersistentKeepalive.D()
-	switch rung {
+	switch r.rung {
 	case configs.HealReassert:
 		o.res, o.err = m.reassert(actx)
 	case configs.HealHandshake:
 		if ka <= 0 {
-			ka = p.sig.keepalive // keepalive 0 in config: keep the peer's own
+			ka = r.keepalive // keepalive 0 in config: keep the peer's own
 		}
-		o.res, o.err = netfix.ForceHandshake(actx, m.os.WireGuard, iface, p.key, ka, m.dryRun)
+		o.res, o.err = netfix.ForceHandshake(actx, m.os.WireGuard, iface, r.key, ka, m.dryRun)
 	case configs.HealReresolve:
-		o.res, o.err = m.reresolve(actx, p)
+		o.res, o.err = m.reresolve(actx, r.key, r.endpoint)
 	case configs.HealBounce:
 		o.res, o.err = netfix.ForceBounce(actx, m.os.Bounce, iface, m.dryRun)
 	case configs.HealRestartUnit:
 		o.res, o.err = netfix.RestartUnit(actx, m.os.Systemd, m.spec.cfg.Unit, m.dryRun)
 	default:
-		o.err = fmt.Errorf("unknown heal rung %q", rung)
+		o.err = fmt.Errorf("unknown heal rung %q", r.rung)
 	}
 	o.end = m.os.Clock.Now()
 	return o
@@ -263,9 +348,9 @@ func (m *TunnelMonitor) reassert(ctx context.Context) (netfix.Result, error) {
 // reresolve resolves endpoint_host and, unless the peer's current address
 // is among the answers, sets the one pickEndpoint chooses. A lookup that
 // fails matches ErrTunnelResolve.
-func (m *TunnelMonitor) reresolve(ctx context.Context, p *peerTrack) (netfix.Result, error) {
-	iface, host, current := m.spec.cfg.Interface, m.spec.cfg.EndpointHost, p.sig.endpoint
-	r := netfix.Result{Action: "endpoint", Target: netfix.PeerTarget(iface, p.key)}
+func (m *TunnelMonitor) reresolve(ctx context.Context, key wgtypes.Key, current *net.UDPAddr) (netfix.Result, error) {
+	iface, host := m.spec.cfg.Interface, m.spec.cfg.EndpointHost
+	r := netfix.Result{Action: "endpoint", Target: netfix.PeerTarget(iface, key)}
 	name, port, err := splitEndpointHost(host, current)
 	if err != nil {
 		return r, err
@@ -281,7 +366,7 @@ func (m *TunnelMonitor) reresolve(ctx context.Context, p *peerTrack) (netfix.Res
 	if !changed {
 		return r, nil // the peer already uses one of the answers
 	}
-	return netfix.EnsureEndpoint(ctx, m.os.WireGuard, iface, p.key, ep, m.dryRun)
+	return netfix.EnsureEndpoint(ctx, m.os.WireGuard, iface, key, ep, m.dryRun)
 }
 
 // tunnelNoop reports whether an action ran and changed nothing (and would
@@ -328,7 +413,7 @@ func (m *TunnelMonitor) actionEvent(target, action, why string, start, end time.
 		ev.Evidence["fixed"] = res.Fixed
 	}
 	if ladderDisruptive(action) && action != "keepalive" {
-		ev.Evidence["budget_left"] = m.budget.left(end)
+		ev.Evidence["budget_left"] = m.budget().left(end)
 	}
 	switch word {
 	case "skipped":

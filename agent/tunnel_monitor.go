@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -30,6 +31,10 @@ type TunnelMonitorConfig struct {
 	Offload interface {
 		Enforce(ctx context.Context) ([]netfix.Result, error)
 	}
+	// Ledger keeps the budget, the action in flight and the open
+	// incidents across reloads and restarts; nil: a ledger of the
+	// monitor's own, in memory (edgeheal check).
+	Ledger  *Ledger
 	Log     *slog.Logger      // nil: nothing is logged
 	Emit    Emit              // nil: events are dropped; must not block
 	OnProbe func(ProbeSample) // nil: probes are not reported
@@ -63,12 +68,16 @@ type TunnelMonitor struct {
 	cooldown time.Duration
 	window   time.Duration
 	hosts    hostPaths
+	book     tunnelBook // this tunnel's policy state in the ledger
+	pol      budgetPolicy
 
 	wake chan struct{} // a suspicion or a nudge arrived: run a round now
 
 	// owned by Run's goroutine
-	budget    *actionBudget
 	round     uint64
+	seeds     map[string]PeerState // open incidents from the ledger, taken by track
+	adopted   <-chan struct{}      // closed when an action a previous monitor started ends
+	adoptPeer string               // the peer that action serves
 	peers     map[wgtypes.Key]*peerTrack
 	order     []*peerTrack // selected peers in device order, this round
 	readErr   error
@@ -123,9 +132,15 @@ func NewTunnelMonitor(cfg TunnelMonitorConfig) *TunnelMonitor {
 		cooldown: cfg.Policy.Cooldown.D(),
 		window:   cfg.Policy.Window.D(),
 		wake:     make(chan struct{}, 1),
-		budget:   newActionBudget(cfg.Policy.MaxDisruptive, cfg.Policy.Window.D(), cfg.Policy.Cooldown.D()),
+		pol:      budgetPolicy{max: cfg.Policy.MaxDisruptive, window: cfg.Policy.Window.D(), cooldown: cfg.Policy.Cooldown.D()},
 		peers:    map[wgtypes.Key]*peerTrack{},
 	}
+	ledger := cfg.Ledger
+	if ledger == nil {
+		ledger, _ = OpenLedger("", time.Time{}, nil)
+	}
+	m.book = ledger.book(cfg.Tunnel.Interface)
+	m.seeds = m.book.peers(cfg.Tunnel.Heal)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -149,13 +164,20 @@ func (m *TunnelMonitor) Health() Health {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := Health{LastProgress: m.progress, Deadline: 3*m.spec.interval + m.longestAction()}
+	in, _ := m.book.inFlight()
 	switch {
 	case m.busy != "":
 		h.Detail = "running " + m.busy
+	case in != nil:
+		h.Detail = fmt.Sprintf("waiting for %s on %s, started %s by the previous config", in.Rung, in.Target, in.Started.UTC().Format(time.RFC3339))
 	case m.viewErr != nil:
 		h.Detail = "reading peers: " + m.viewErr.Error()
 	default:
 		h.Detail = "watching " + m.spec.cfg.Interface
+	}
+	if err := m.book.l.Err(); err != nil {
+		h.Degraded = true
+		h.Detail += "; policy state not saved (budgets hold until a restart): " + err.Error()
 	}
 	return h
 }
@@ -172,6 +194,7 @@ func (m *TunnelMonitor) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		case <-m.wake:
+		case <-m.adopted: // an adopted action ended: verify it now
 		}
 	}
 }
@@ -217,6 +240,7 @@ func (m *TunnelMonitor) take() (suspicion, nudge string) {
 
 // runRound observes, then updates state and acts, in this goroutine.
 func (m *TunnelMonitor) runRound(ctx context.Context) {
+	m.adoptEnded()
 	suspicion, nudge := m.take()
 	r := m.spec.read(ctx, m.os)
 	if ctx.Err() != nil {

@@ -91,10 +91,19 @@ type tunnelHarness struct {
 
 func startTunnelMonitor(t *testing.T, w *tunnelWorld, tun configs.Tunnel, pol configs.Policy, dryRun bool) *tunnelHarness {
 	t.Helper()
-	h := &tunnelHarness{t: t, t0: time.Now(), w: w}
-	h.ev = &tunnelEventLog{t0: h.t0}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h.m = NewTunnelMonitor(TunnelMonitorConfig{Tunnel: tun, Policy: pol, DryRun: dryRun, OS: w.os(), Offload: w, Log: log, Emit: h.ev.add})
+	return startTunnelMonitorWith(t, w, TunnelMonitorConfig{Tunnel: tun, Policy: pol, DryRun: dryRun}, time.Now(), &tunnelEventLog{t0: time.Now()})
+}
+
+// startTunnelMonitorWith runs a monitor made from cfg (its OS, offload, log
+// and emit are the world's and the harness's), counting time from t0 and
+// adding its events to ev: a second monitor after a reload or a restart
+// shares both with the first.
+func startTunnelMonitorWith(t *testing.T, w *tunnelWorld, cfg TunnelMonitorConfig, t0 time.Time, ev *tunnelEventLog) *tunnelHarness {
+	t.Helper()
+	h := &tunnelHarness{t: t, t0: t0, w: w, ev: ev}
+	cfg.OS, cfg.Offload, cfg.Emit = w.os(), w, h.ev.add
+	cfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.m = NewTunnelMonitor(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()

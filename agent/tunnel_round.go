@@ -70,6 +70,12 @@ func (m *TunnelMonitor) track(ps *probes.PeerStats) *peerTrack {
 	p := m.peers[ps.PublicKey]
 	if p == nil {
 		p = &peerTrack{key: ps.PublicKey, selected: m.spec.selected(ps.PublicKey), id: m.spec.peerID(ps.PublicKey)}
+		if st, ok := m.seeds[ps.PublicKey.String()]; ok && p.selected {
+			// An incident open before a reload or a restart: it goes on
+			// where its ladder stood, without a second "opened".
+			p.st = st
+			delete(m.seeds, ps.PublicKey.String())
+		}
 		m.peers[ps.PublicKey] = p
 	}
 	p.round = m.round
@@ -87,6 +93,7 @@ func (m *TunnelMonitor) forgetRemoved(seen int, now time.Time) {
 			continue
 		}
 		delete(m.peers, k)
+		m.book.dropPeer(k.String(), now)
 		if p.selected && !p.st.Opened.IsZero() {
 			m.event(Event{Time: now, Kind: "recovered", Target: p.id, Result: "peer-removed",
 				Duration: now.Sub(p.st.Opened).Seconds(),
@@ -120,6 +127,7 @@ func (m *TunnelMonitor) apply(p *peerTrack, obs PeerObservation) {
 	prev := p.st
 	p.st = nextPeer(prev, obs, m.spec.pol)
 	now := obs.Now
+	m.book.setPeer(p.key.String(), m.spec.cfg.Heal, p.st, now)
 	switch {
 	case !peerOpen(prev.Phase) && p.st.Phase == PeerDown:
 		m.log.Warn("peer dark: incident opened", "peer", p.id, "reason", p.st.Reason)

@@ -123,8 +123,10 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 			enter(PeerSuspect)
 		}
 	case PeerHealing:
-		// Not verified in time: back to down, where the ladder takes the next rung.
-		if obs.Now.Sub(s.DoneAt) >= p.VerifyTimeout {
+		// Not verified in time: back to down, where the ladder takes the
+		// next rung. A rung that has not returned yet (DoneAt zero: a
+		// previous monitor's action still in flight) is not timed.
+		if !s.DoneAt.IsZero() && obs.Now.Sub(s.DoneAt) >= p.VerifyTimeout {
 			enter(PeerDown)
 		}
 	case PeerDown, PeerDegraded:

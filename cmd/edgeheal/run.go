@@ -26,7 +26,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", configs.DefaultPath, "main config file; drop-ins are read from config.d/ next to it")
 	format := fs.String("log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	stateDir := fs.String("state-dir", defaultState, "where the last good config is kept (report.state_dir holds the rest)")
+	stateDir := fs.String("state-dir", defaultState, "where the last good config and the policy state (budgets, open incidents) are kept; report.state_dir holds the rest")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -50,8 +50,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	sys := system.Open()
 	defer sys.Close()
 	rep := newReporting(cfg, log)
+	// The policy state lives beside the last good config: a config change
+	// must not move (and so reset) the bounds on disruptive actions.
+	ledger, _ := agent.OpenLedger(*stateDir, time.Now(), log) // an unreadable file is logged, moved aside, and starts empty
 	a := agent.New(cfg, agent.Options{OS: sys.OS(), Log: log, Emit: rep.recorder.Emit,
-		OnRound: rep.onRound, OnProbe: rep.metrics.ObserveProbe})
+		OnRound: rep.onRound, OnProbe: rep.metrics.ObserveProbe, Ledger: ledger})
 	rep.wire(a)
 	rep.metrics.ConfigLoaded(true, time.Now())
 

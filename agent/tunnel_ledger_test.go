@@ -1,0 +1,109 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// The bounds on disruptive actions across a restart and a reload: the
+// monitors of successive processes or configs share the ledger.
+
+// countDisruptive counts the disruptive tunnel actions among the events.
+func countDisruptive(evs []Event) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == EventAction && ladderDisruptive(ev.Action) && ev.Action != "keepalive" && ev.Result == "changed" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTunnelMonitorKeepsItsBudgetAndIncidentAcrossARestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		w := newTunnelWorld(1, 20*tsec)
+		tun := tunnelTestConfig()
+		pol := tunnelTestPolicy()
+		pol.MaxDisruptive = 2
+		t0 := time.Now()
+		ev := &tunnelEventLog{t0: t0}
+		start := func() *tunnelHarness {
+			l, err := OpenLedger(dir, time.Now(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return startTunnelMonitorWith(t, w, TunnelMonitorConfig{Tunnel: tun, Policy: pol, Ledger: l}, t0, ev)
+		}
+		h := start()
+		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark = true }) // nothing fixes it
+
+		// Restart right after every action: each new process reads the
+		// ledger the last one wrote.
+		for _, at := range []time.Duration{14, 44, 60, 90} {
+			h.at(at*tsec + tsec/2)
+			h.stop()
+			h = start()
+		}
+		h.at(300 * tsec)
+		h.stop()
+
+		if n := countDisruptive(ev.all()); n != 2 {
+			t.Errorf("%d disruptive actions across five processes, want policy.max_disruptive = 2:\n%s", n, strings.Join(ev.lines(), "\n"))
+		}
+		opened := 0
+		for _, line := range ev.lines() {
+			if strings.Contains(line, "incident "+tunnelPeer0+" opened") {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Errorf("incident opened %d times, want once (it stays open across restarts):\n%s", opened, strings.Join(ev.lines(), "\n"))
+		}
+		if !slices.ContainsFunc(ev.lines(), func(l string) bool { return strings.Contains(l, "gave-up "+tunnelPeer0) }) {
+			t.Errorf("never gave up:\n%s", strings.Join(ev.lines(), "\n"))
+		}
+	})
+}
+
+func TestTunnelMonitorWaitsForAnActionThePreviousConfigStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		w.set(func(w *tunnelWorld) { w.restarting = 30 * tsec })
+		tun := tunnelTestConfig()
+		tun.Heal = []string{"restart-unit", "handshake"}
+		tun.Unit = "wg-quick@wg0.service"
+		pol := tunnelTestPolicy()
+		pol.Cooldown = configs.Duration(tsec) // the next rung may follow as soon as the first is verified
+		l, _ := OpenLedger("", time.Now(), nil)
+		t0 := time.Now()
+		ev := &tunnelEventLog{t0: t0}
+		cfg := TunnelMonitorConfig{Tunnel: tun, Policy: pol, Ledger: l}
+		h := startTunnelMonitorWith(t, w, cfg, t0, ev)
+
+		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark = true })
+		h.at(20*tsec + tsec/2) // the restart began at 13 s and takes 30 s
+		h.stop()              // a reload: the old monitor goes, its restart goes on
+		h = startTunnelMonitorWith(t, w, cfg, t0, ev)
+		h.at(50 * tsec)
+		h.wantChanges("while and after the adopted restart ran",
+			"restart wg-quick@wg0.service", "restarted wg-quick@wg0.service")
+		if c := h.peer(0); c.State != string(PeerHealing) {
+			t.Errorf("peer at 50 s: %+v; want healing: the restart returned at 43 s and is being verified", c)
+		}
+		h.at(60 * tsec) // 43 s + verify_timeout 15 s: the next rung
+		h.wantChanges("after the restart was verified as not enough",
+			"restart wg-quick@wg0.service", "restarted wg-quick@wg0.service", handshakePeer0)
+		h.stop()
+		if got := ev.lines(); !slices.Contains(got, "13s action wg0 restart-unit changed") {
+			t.Errorf("the adopted restart was not reported with its start:\n%s", strings.Join(got, "\n"))
+		}
+	})
+}
