@@ -28,6 +28,7 @@ type uplinkState struct {
 	lastWrong string
 	lastFixed string
 	lastErr   string
+	fight     offloadFight // fixes in quick succession: something else keeps turning it on
 }
 
 // Check states of an uplink.
@@ -158,12 +159,14 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, t uplinkTarget, trigger 
 	st.link = t.Link
 	evs := st.events(o)
 	st.record(o)
+	nudge := o.res.Changed && st.fight.nudge(o.start)
+	fighting := st.fight.fighting()
 	g.mu.Unlock()
 
 	for _, ev := range evs {
 		g.emit(ev)
 	}
-	if o.res.Changed && g.onChanged != nil {
+	if nudge && g.onChanged != nil {
 		g.onChanged(t.Name)
 	}
 	log := g.log.With("link", t.Name)
@@ -171,6 +174,8 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, t uplinkTarget, trigger 
 	case o.err != nil:
 		log.Error("enforcing offload settings", "trigger", trigger, "error", o.err)
 		return &o.res, fmt.Errorf("uplink %s: %w", t.Name, o.err)
+	case o.res.Changed && fighting:
+		log.Debug("offload settings restored again (a fight)", "trigger", trigger, "changes", o.res.Changes, "took_seconds", o.took.Seconds())
 	case o.res.Changed:
 		log.Info("offload settings restored", "trigger", trigger, "changes", o.res.Changes, "took_seconds", o.took.Seconds())
 	case o.res.DryRun:
@@ -184,6 +189,21 @@ func (g *OffloadGuard) enforceLink(ctx context.Context, t uplinkTarget, trigger 
 func (st *uplinkState) events(o linkOutcome) []Event {
 	var evs []Event
 	name := o.target.Name
+	if o.res.Changed && !o.res.DryRun {
+		// A fix: the first of a run is news; the next ones within a minute
+		// are a fight, reported as one (offload_fight.go).
+		if news, fev := st.fight.fix(name, o.start); !news {
+			if fev != nil {
+				fev.ID = NewEventID()
+				evs = append(evs, *fev)
+			}
+			st.lastAction = fmt.Sprintf("%s changed at %s (fight)", ActionOffloadOff, o.start.UTC().Format(time.RFC3339))
+			return evs
+		}
+	} else if fev := st.fight.calm(name, o.start); fev != nil {
+		fev.ID = NewEventID()
+		evs = append(evs, *fev)
+	}
 	wrong := o.wrong()
 	key := strings.Join(wrong, ",")
 	if len(wrong) > 0 && key != st.lastWrong {
@@ -253,6 +273,9 @@ func (st *uplinkState) record(o linkOutcome) {
 		st.lastErr = o.err.Error()
 	}
 	state, healthy, detail := o.verdict()
+	if f := st.fight.detail(); f != "" {
+		detail = joinDetail(detail, f)
+	}
 	if state != st.state {
 		st.since = o.start
 	}

@@ -207,14 +207,19 @@ func TestOffloadGuardFixesAFeatureTurnedBackOn(t *testing.T) {
 		stop := r.run(t)
 		defer stop()
 
-		// With a change notification it is fixed at once.
+		// With a change notification it is fixed at once. (More than a
+		// minute apart: quicker flips are a fight, reported as one.)
+		time.Sleep(fightWindow + 5*time.Second)                   // 65 s: between two floors
 		r.nic.SetFeature("wwan0", "tx-checksum-ip-generic", true) // someone's ethtool -K
 		r.links.Touch("wwan0")
 		synctest.Wait()
 		if on := txOn(r.nic, "wwan0"); len(on) != 0 {
 			t.Errorf("after a change notification: %v still on", on)
 		}
-		// Without one, the floor finds it.
+		// Without one, the floor finds it: set right after the floor at
+		// 120 s, so fixed at 130 s, 65 s after the last fix.
+		time.Sleep(55 * time.Second)
+		synctest.Wait()
 		r.nic.SetFeature("wwan0", "tx-checksum-sctp", true)
 		time.Sleep(9 * time.Second)
 		synctest.Wait()
@@ -343,6 +348,7 @@ func TestOffloadGuardReportsEveryDriftDespiteAConfigError(t *testing.T) {
 		stop := r.run(t)
 		defer stop()
 		for range 2 {
+			time.Sleep(fightWindow) // quicker flips are a fight, reported as one
 			r.nic.SetFeature("wwan0", "tx-checksum-ip-generic", true)
 			r.links.Touch("wwan0")
 			synctest.Wait()

@@ -199,6 +199,14 @@ func (m *Metrics) ObserveEvent(e agent.Event) {
 		m.remediations.WithLabelValues(e.Action, e.Result).Inc()
 	case "offload-drift":
 		m.offloadDrift.WithLabelValues(e.Target).Inc()
+	case "offload-fight":
+		// A fight reports its flips in batches (agent.EventOffloadFight).
+		switch n := e.Evidence["new_fixes"].(type) {
+		case int:
+			m.offloadDrift.WithLabelValues(e.Target).Add(float64(n))
+		case float64:
+			m.offloadDrift.WithLabelValues(e.Target).Add(n)
+		}
 	}
 }
 

@@ -147,3 +147,18 @@ func TestEventsAreCountedByKindAndDeriveTheirCounters(t *testing.T) {
 		}
 	}
 }
+
+func TestAnOffloadFightCountsEveryFlip(t *testing.T) {
+	m := New(Options{Version: "t"})
+	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
+	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "started", Target: "wwan0", Evidence: map[string]any{"new_fixes": 1}})
+	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "ongoing", Target: "wwan0", Evidence: map[string]any{"new_fixes": 598}})
+	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "ended", Target: "wwan0", Evidence: map[string]any{"new_fixes": float64(10)}})
+	var out dto.Metric
+	if err := m.offloadDrift.WithLabelValues("wwan0").Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.GetCounter().GetValue(); got != 610 {
+		t.Errorf("drift counter = %g after a fight of 610 flips", got)
+	}
+}
