@@ -96,6 +96,16 @@ func (p *parts) Suspect(tunnel, reason string) {
 	m.Suspect(reason)
 }
 
+// TunnelHealthy implements TunnelSuspector: whether the tunnel's own probe
+// answers. An unknown tunnel is not healthy (nothing says it is).
+func (p *parts) TunnelHealthy(tunnel string) (bool, string) {
+	m, ok := p.byName[tunnel]
+	if !ok {
+		return false, ""
+	}
+	return m.ProbeHealthy()
+}
+
 // NodeReport is `edgeheal check`: one observation of the node with the
 // daemon's own components, changing nothing.
 type NodeReport struct {

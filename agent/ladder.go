@@ -60,8 +60,19 @@ func ladderNextRung(t configs.Tunnel, from int) (int, bool) {
 
 // ladderGuards are the conditions outside the tunnel that gate every rung.
 type ladderGuards struct {
-	UplinkOK    bool   // carrier, default route and host path to the endpoint
+	UplinkOK    bool   // the uplink's own state: a default route on a link with carrier
 	UplinkCause string // why not
+	Path        pathVerdict
+	PathCause   string // what the host path's probe said
+	// Evidence, with an unknown path, is what shows that acting beats
+	// waiting: the cause of the darkness was just fixed (a nudge), or
+	// packets from the peer arrive. "" for none.
+	Evidence string
+	// SettleUntil: the uplink or the host path just came back, and until
+	// then WireGuard may resume by itself (a session that survived resumes
+	// at once, an expired one at its next handshake, within
+	// REKEY_TIMEOUT): a disruptive rung now would only delay that.
+	SettleUntil time.Time
 	ClockOK     bool   // the clock lets handshakes through
 	ClockSoft   bool   // only unsynchronised: handshake and reresolve may run, bounce and restart-unit are held
 	ClockCause  string // why not
@@ -70,6 +81,7 @@ type ladderGuards struct {
 // Hold kinds: why the ladder waits instead of acting.
 const (
 	holdUplink   = "uplink"
+	holdPath     = "path-unknown"
 	holdSettle   = "uplink-back"
 	holdClock    = "clock"
 	holdCooldown = "cooldown"
@@ -87,47 +99,62 @@ type ladderStep struct {
 }
 
 // ladderDecide chooses what to do for a peer that is down, whose next rung
-// to try is from; prevHold is why the ladder waited in the previous round
-// ("" if it did not). It is pure: the guards were observed by the caller and
+// to try is from. It is pure: the guards were observed by the caller and
 // the budget is only read.
 //
-// Order matters. An exhausted ladder gives up. An uplink outage holds every
-// rung: restarting a tunnel does not fix the modem, and the outage is
-// reported as what it is. An uplink that just came back holds one more
-// round: the bad observation was made while it was down, and WireGuard's
-// session resumes by itself within a fraction of a second of a short outage
-// (docs/lab.md, "WireGuard (wireguard-go)"), so only a probe made after the return may trigger a repair.
-// A clock that stepped back holds the disruptive rungs (they would only send
-// more handshakes the peer drops); an unsynchronised one holds only the
-// bouncing rungs (see clockVerdict). A spent budget gives up (sticky, alerting)
-// rather than waiting for the window to roll over into another round of
-// disruption. A cooldown only delays.
-func ladderDecide(t configs.Tunnel, from int, prevHold string, g ladderGuards, b *actionBudget, now time.Time) ladderStep {
+// A disruptive rung runs only when acting beats waiting: on evidence that
+// the session is dead while the path under it works. Order matters. An
+// exhausted ladder gives up. An uplink that is down by its own state (no
+// default route, no carrier) holds every rung: restarting a tunnel does
+// not fix the modem, and the outage is reported as what it is. Reassert
+// (free) and reresolve (it changes the endpoint only when the name now
+// points elsewhere, which is how a moved endpoint is found while the old
+// address is silent) need nothing more. A host path that answered before
+// and is silent now is an uplink outage: the session survives it (keys
+// stay valid for 180 s) and a forced handshake would only throw it away.
+// A path that just came back gets SettleUntil for WireGuard to resume by
+// itself. A path that is unknown (never answered, or silent while the
+// tunnel worked) holds too, unless something shows that packets get
+// through (Evidence). A clock that stepped back holds the disruptive
+// rungs (they would only send more handshakes the peer drops); an
+// unsynchronised one holds only the bouncing rungs (see clockVerdict). A
+// spent budget gives up (sticky, alerting) rather than waiting for the
+// window to roll over into another round of disruption. A cooldown only
+// delays.
+func ladderDecide(t configs.Tunnel, from int, g ladderGuards, b *actionBudget, now time.Time) ladderStep {
 	i, ok := ladderNextRung(t, from)
 	if !ok {
 		return ladderStep{GiveUp: fmt.Sprintf("every rung tried (heal: %s)", strings.Join(t.Heal, ", "))}
 	}
 	st := ladderStep{Index: i, Rung: t.Heal[i]}
-	if !g.UplinkOK {
-		st.HoldKind, st.Hold = holdUplink, "uplink outage: "+g.UplinkCause
+	hold := func(kind, why string) ladderStep {
+		st.HoldKind, st.Hold = kind, why
 		return st
 	}
-	if prevHold == holdUplink {
-		st.HoldKind, st.Hold = holdSettle, "uplink back: one more probe before acting"
-		return st
+	if !g.UplinkOK {
+		return hold(holdUplink, "uplink outage: "+g.UplinkCause)
 	}
 	if !ladderDisruptive(st.Rung) {
 		return st
 	}
+	if st.Rung != configs.HealReresolve {
+		switch {
+		case g.Path == pathDown:
+			return hold(holdUplink, "uplink outage: "+g.PathCause)
+		case now.Before(g.SettleUntil):
+			return hold(holdSettle, fmt.Sprintf("uplink back: WireGuard resumes by itself if it can (%s more)", g.SettleUntil.Sub(now).Round(time.Second)))
+		case g.Path != pathWorks && g.Evidence == "":
+			return hold(holdPath, g.PathCause+"; waiting for WireGuard: a session that survived resumes by itself")
+		}
+	}
 	if !g.ClockOK && !(g.ClockSoft && !ladderBounces(st.Rung)) {
-		st.HoldKind, st.Hold = holdClock, g.ClockCause
-		return st
+		return hold(holdClock, g.ClockCause)
 	}
 	if b.left(now) == 0 {
 		return ladderStep{GiveUp: fmt.Sprintf("budget spent: %d disruptive actions in %s (next rung %s)", b.used(now), b.window, st.Rung)}
 	}
 	if b.cooling(now) {
-		st.HoldKind, st.Hold = holdCooldown, fmt.Sprintf("cooldown: %s in %s", st.Rung, b.coolUntil().Sub(now).Round(time.Second))
+		return hold(holdCooldown, fmt.Sprintf("cooldown: %s in %s", st.Rung, b.coolUntil().Sub(now).Round(time.Second)))
 	}
 	return st
 }

@@ -17,7 +17,8 @@ func TestLadderDecide(t *testing.T) {
 	order := []string{"reassert", "handshake", "reresolve", "bounce", "restart-unit"}
 	full := configs.Tunnel{Interface: "wg0", Heal: order, EndpointHost: "hub.example.net", Unit: "wg-quick@wg0.service"}
 	bare := configs.Tunnel{Interface: "wg0", Heal: order}
-	fine := ladderGuards{UplinkOK: true, ClockOK: true}
+	fine := ladderGuards{UplinkOK: true, Path: pathWorks, ClockOK: true}
+	with := func(g ladderGuards, fn func(*ladderGuards)) ladderGuards { fn(&g); return g }
 	fresh := func() *actionBudget { return newActionBudget(3, time.Hour, 30*time.Second) }
 	spentAt := func(secs ...int) func() *actionBudget {
 		return func() *actionBudget {
@@ -29,13 +30,12 @@ func TestLadderDecide(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name     string
-		t        configs.Tunnel
-		from     int
-		prevHold string
-		g        ladderGuards
-		budget   func() *actionBudget
-		want     ladderStep
+		name   string
+		t      configs.Tunnel
+		from   int
+		g      ladderGuards
+		budget func() *actionBudget
+		want   ladderStep
 	}{
 		{
 			name: "the first rung with all guards fine is reassert",
@@ -48,33 +48,70 @@ func TestLadderDecide(t *testing.T) {
 			want: ladderStep{Index: 0, Rung: "reassert", HoldKind: holdUplink, Hold: "uplink outage: no default route"},
 		},
 		{
-			name: "an uplink that just came back holds one more round: the bad probe was made while it was down",
-			t:    full, from: 1, prevHold: holdUplink, g: fine, budget: fresh,
-			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdSettle, Hold: "uplink back: one more probe before acting"},
+			name: "a host path that answered before and is silent now is an uplink outage: the handshake waits",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) { g.Path, g.PathCause = pathDown, "host path to icmp://192.0.2.1: timeout" }), budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdUplink, Hold: "uplink outage: host path to icmp://192.0.2.1: timeout"},
 		},
 		{
-			name: "after that round the ladder acts",
-			t:    full, from: 1, prevHold: holdSettle, g: fine, budget: fresh,
+			name: "reassert runs during a host path outage: it only re-applies configuration",
+			t:    full, g: with(fine, func(g *ladderGuards) { g.Path = pathDown }), budget: fresh,
+			want: ladderStep{Index: 0, Rung: "reassert"},
+		},
+		{
+			name: "reresolve runs during a host path outage: a moved endpoint is silent at its old address",
+			t:    full, from: 2, g: with(fine, func(g *ladderGuards) { g.Path = pathDown }), budget: fresh,
+			want: ladderStep{Index: 2, Rung: "reresolve"},
+		},
+		{
+			name: "an unknown path holds the handshake: a session that survived resumes by itself",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) {
+				g.Path, g.PathCause = pathUnknown, "host path unknown: icmp://192.0.2.1 has never answered (timeout)"
+			}), budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdPath,
+				Hold: "host path unknown: icmp://192.0.2.1 has never answered (timeout); waiting for WireGuard: a session that survived resumes by itself"},
+		},
+		{
+			name: "an unknown path with evidence that packets get through acts",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) {
+				g.Path, g.Evidence = pathUnknown, "right after TX checksum offload turned off on wwan0"
+			}), budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake"},
+		},
+		{
+			name: "evidence does not override a path known to be down",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) {
+				g.Path, g.PathCause, g.Evidence = pathDown, "silent", "packets from the peer arrive"
+			}), budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdUplink, Hold: "uplink outage: silent"},
+		},
+		{
+			name: "a path that just came back lets WireGuard resume by itself first",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) { g.SettleUntil = t0.Add(5 * time.Second) }), budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdSettle, Hold: "uplink back: WireGuard resumes by itself if it can (5s more)"},
+		},
+		{
+			name: "after the grace the ladder acts",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) { g.SettleUntil = t0 }), budget: fresh,
 			want: ladderStep{Index: 1, Rung: "handshake"},
 		},
 		{
 			name: "a bad clock does not hold reassert, which is not disruptive",
-			t:    full, g: ladderGuards{UplinkOK: true, ClockCause: "clock not synchronised"}, budget: fresh,
+			t:    full, g: ladderGuards{UplinkOK: true, Path: pathWorks, ClockCause: "clock not synchronised"}, budget: fresh,
 			want: ladderStep{Index: 0, Rung: "reassert"},
 		},
 		{
 			name: "a bad clock holds the forced handshake",
-			t:    full, from: 1, g: ladderGuards{UplinkOK: true, ClockCause: "clock stepped back"}, budget: fresh,
+			t:    full, from: 1, g: ladderGuards{UplinkOK: true, Path: pathWorks, ClockCause: "clock stepped back"}, budget: fresh,
 			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdClock, Hold: "clock stepped back"},
 		},
 		{
 			name: "an unsynchronised clock lets the forced handshake run",
-			t:    full, from: 1, g: ladderGuards{UplinkOK: true, ClockSoft: true, ClockCause: "clock not synchronised"}, budget: fresh,
+			t:    full, from: 1, g: ladderGuards{UplinkOK: true, Path: pathWorks, ClockSoft: true, ClockCause: "clock not synchronised"}, budget: fresh,
 			want: ladderStep{Index: 1, Rung: "handshake"},
 		},
 		{
 			name: "an unsynchronised clock holds the bounce",
-			t:    full, from: 3, g: ladderGuards{UplinkOK: true, ClockSoft: true, ClockCause: "clock not synchronised"}, budget: fresh,
+			t:    full, from: 3, g: ladderGuards{UplinkOK: true, Path: pathWorks, ClockSoft: true, ClockCause: "clock not synchronised"}, budget: fresh,
 			want: ladderStep{Index: 3, Rung: "bounce", HoldKind: holdClock, Hold: "clock not synchronised"},
 		},
 		{
@@ -120,7 +157,7 @@ func TestLadderDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ladderDecide(tt.t, tt.from, tt.prevHold, tt.g, tt.budget(), t0)
+			got := ladderDecide(tt.t, tt.from, tt.g, tt.budget(), t0)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("ladderDecide (-want +got):\n%s", diff)
 			}

@@ -50,6 +50,9 @@ type tunnelLedger struct {
 	InFlight   *InFlight            `json:"in_flight,omitempty"`
 	Heal       []string             `json:"heal,omitempty"`  // the ladder the peers' rung indexes refer to
 	Peers      map[string]PeerState `json:"peers,omitempty"` // open incidents, by public key
+	// LeftDown: a bounce could not set the interface up again; every
+	// round tries until it is up (netfix.EnsureLinkUp).
+	LeftDown bool `json:"left_down,omitempty"`
 }
 
 // InFlight is an action that started and has not returned yet: the rung,
@@ -285,6 +288,23 @@ func (b tunnelBook) end(st PeerState, refund bool, now time.Time) {
 	if done != nil {
 		close(done)
 	}
+}
+
+// setLeftDown records whether the interface was left down by a bounce.
+func (b tunnelBook) setLeftDown(down bool, now time.Time) {
+	b.l.mu.Lock()
+	defer b.l.mu.Unlock()
+	t := b.l.entry(b.tunnel)
+	if t.LeftDown != down {
+		t.LeftDown = down
+		b.l.save(now)
+	}
+}
+
+func (b tunnelBook) leftDown() bool {
+	b.l.mu.Lock()
+	defer b.l.mu.Unlock()
+	return b.l.entry(b.tunnel).LeftDown
 }
 
 // dropPeer forgets a peer's incident (the peer was removed).

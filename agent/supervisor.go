@@ -168,6 +168,17 @@ type panicError struct {
 
 func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
+// callRecovered runs fn and turns a panic into a panicError: for the
+// goroutines a component starts, which the supervisor does not watch.
+func callRecovered(fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
 // runRecovered runs c.Run and turns a panic into a panicError.
 func runRecovered(ctx context.Context, c Component) (err error) {
 	defer func() {

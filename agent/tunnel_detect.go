@@ -104,14 +104,18 @@ func (g *peerSignals) slowBad(now time.Time, staleAfter, rxSilence time.Duration
 // observation. probe is nil when no probe covers this peer; suspicion is a
 // workload's confirmed report that the tunnel is dark ("" for none).
 //
-// A workload suspicion wins (it was confirmed by its own streak); then the
-// probe, the primary signal: an errored probe is no observation at all, a
-// miss is bad, a success is healthy whatever the slow signals say. Without a
-// probe, a peer being verified after a rung is healthy only once it has
-// completed a handshake after the rung; otherwise the slow signals decide.
+// The probe through the tunnel, the primary signal, comes first: a probe
+// that answers is healthy whatever else says (a workload's failure then is
+// its own path's, and never drives the ladder). A workload suspicion comes
+// next (it was confirmed by its own streak); then an errored probe is no
+// observation at all and a miss is bad. Without a probe, a peer being
+// verified after a rung is healthy only once it has completed a handshake
+// after the rung; otherwise the slow signals decide.
 func peerObserve(s PeerState, g *peerSignals, now time.Time, staleAfter, rxSilence time.Duration, probe *probes.ProbeResult, suspicion string) PeerObservation {
 	obs := PeerObservation{Now: now}
 	switch {
+	case probe != nil && probe.Err == nil && tunnelProbeOK(*probe):
+		// healthy
 	case suspicion != "":
 		obs.Bad, obs.Confirmed, obs.Reason = true, true, "workload: "+suspicion
 	case probe != nil && probe.Err != nil:

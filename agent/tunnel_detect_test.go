@@ -148,9 +148,22 @@ func TestPeerObserve(t *testing.T) {
 			want:  PeerObservation{Now: t0, Err: errProbe},
 		},
 		{
-			name:      "a workload suspicion is a confirmed bad observation, whatever the probe says",
+			name:      "a probe that answers outranks a workload's suspicion: the pod's own path failed",
 			g:         fresh,
 			probe:     &probes.ProbeResult{OK: true},
+			suspicion: "collector: pod path dark, host path fine",
+			want:      PeerObservation{Now: t0},
+		},
+		{
+			name:      "a workload suspicion is a confirmed bad observation when the probe misses",
+			g:         fresh,
+			probe:     &probes.ProbeResult{Class: "timeout"},
+			suspicion: "collector: pod path dark, host path fine",
+			want:      PeerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
+		},
+		{
+			name:      "and without a probe",
+			g:         fresh,
 			suspicion: "collector: pod path dark, host path fine",
 			want:      PeerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
 		},

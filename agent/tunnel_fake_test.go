@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -41,8 +42,10 @@ type tunnelWorld struct {
 	readErr    error
 	uplinkDown bool // no default route
 	hostDark   bool // the endpoint stops answering the host's own probe
+	icmpSilent bool // the endpoint never answers ICMP
 	resolvesTo netip.AddrPort
 	restarting time.Duration // how long a unit restart takes
+	upFails    int           // this many link-up calls fail (the driver refuses)
 	noTraffic  bool          // leave counters alone (the benchmark)
 	reads      int
 }
@@ -126,13 +129,13 @@ func (w *tunnelWorld) Changes() []string {
 }
 
 // probe answers the fake's tunnel probes: through the tunnel (10.100.x)
-// a miss while dark; to an endpoint (the host path) an answer unless the
-// host path is dark.
+// a miss while dark; to an endpoint (the host path), or to a host_check in
+// 198.51.100.0/24, an answer unless the host path is dark.
 func (w *tunnelWorld) probe(target string) probes.ProbeResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if strings.HasPrefix(target, "icmp://203.0.113.") {
-		if w.hostDark {
+	if strings.HasPrefix(target, "icmp://203.0.113.") || strings.HasPrefix(target, "tcp://198.51.100.") {
+		if w.hostDark || w.icmpSilent && strings.HasPrefix(target, "icmp://") {
 			return probes.ProbeResult{Class: "timeout", Latency: time.Second}
 		}
 		return probes.ProbeResult{OK: true, Answered: true, Class: "ok", Latency: time.Millisecond}
@@ -247,6 +250,15 @@ func (w *tunnelWorld) LinkSetDown(l netlink.Link) error {
 	return nil
 }
 func (w *tunnelWorld) LinkSetUp(l netlink.Link) error {
+	w.mu.Lock()
+	fail := w.upFails > 0
+	if fail {
+		w.upFails--
+	}
+	w.mu.Unlock()
+	if fail {
+		return errors.New("device or resource busy")
+	}
 	w.log("link %s up", l.Attrs().Name)
 	w.set(func(w *tunnelWorld) { w.healLocked(configs.HealBounce) })
 	return nil

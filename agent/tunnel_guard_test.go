@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -29,7 +30,7 @@ func TestTunnelProbeOK(t *testing.T) {
 }
 
 func TestDefaultRouteUp(t *testing.T) {
-	links := []probes.Link{{Name: "wwan0", Index: 3, Up: true}, {Name: "eth0", Index: 2}}
+	links := []probes.Link{{Name: "wwan0", Index: 3, Up: true}, {Name: "eth0", Index: 2}, {Name: "wwan1", Index: 4, Up: true, NoCarrier: true}}
 	for _, tt := range []struct {
 		name   string
 		dr     []int
@@ -40,6 +41,8 @@ func TestDefaultRouteUp(t *testing.T) {
 		{"no default route", nil, false, "no default route"},
 		{"the default route's link is down", []int{2}, false, "default route link [eth0] is down"},
 		{"one of two default route links up is enough", []int{2, 3}, true, ""},
+		{"an up link without carrier carries nothing", []int{4}, false, "default route link [wwan1] has no carrier"},
+		{"one with carrier is enough", []int{4, 3}, true, ""},
 	} {
 		up, detail := defaultRouteUp(links, tt.dr)
 		if up != tt.want || detail != tt.detail {
@@ -48,30 +51,60 @@ func TestDefaultRouteUp(t *testing.T) {
 	}
 }
 
-func TestHostPathsHoldOnlyOnEvidence(t *testing.T) {
-	var h hostPaths
+func TestPathBookJudgesSilenceOnlyWithEvidence(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	answer := probes.ProbeResult{OK: true, Answered: true, Class: "ok"}
+	refused := probes.ProbeResult{Answered: true, Class: "refused"}
 	silence := probes.ProbeResult{Class: "timeout"}
+	const ep = "icmp://192.0.2.1"
+	var b pathBook
 	steps := []struct {
-		name   string
-		r      probes.ProbeResult
-		wantOK bool
+		name    string
+		at      time.Duration
+		learn   *bool // a background probe with this tunnelOK, instead of a judgement
+		confirm *bool // a round's word on the tunnel, instead of a judgement
+		r       probes.ProbeResult
+		want    pathVerdict
 	}{
-		{"an endpoint that never answered may just drop ICMP: not held", silence, true},
-		{"a probe that could not be made observed nothing: not held", probes.ProbeResult{Err: errors.New("no ping socket")}, true},
-		{"an answer is a working path", answer, true},
-		{"silence after an answer is a host path outage: held", silence, false},
-		{"an answer again is a working path", answer, true},
+		{name: "an endpoint that never answered may just drop ICMP: unknown", r: silence, want: pathUnknown},
+		{name: "a probe that could not be made observed nothing: unknown", r: probes.ProbeResult{Err: errors.New("no ping socket")}, want: pathUnknown},
+		{name: "the learner's answer while the tunnel works", at: 10 * time.Second, learn: ptr(true), r: answer},
+		{name: "silence after an answer is an outage", at: 20 * time.Second, r: silence, want: pathDown},
+		{name: "an answer again: the path works (and came back)", at: 40 * time.Second, r: answer, want: pathWorks},
+		{name: "a refusal is an answer too", at: 41 * time.Second, r: refused, want: pathWorks},
+		{name: "a silence just before an outage began", at: 45 * time.Second, learn: ptr(true), r: silence},
+		{name: "the round after it found the tunnel dark", at: 46 * time.Second, confirm: ptr(false)},
+		{name: "so it was the outage: silence now is still an outage", at: 47 * time.Second, r: silence, want: pathDown},
+		{name: "an answer again", at: 48 * time.Second, r: answer, want: pathWorks},
+		{name: "silence while the tunnel worked", at: 50 * time.Second, learn: ptr(true), r: silence},
+		{name: "and the round after it found the tunnel still working: ICMP says nothing here", at: 51 * time.Second, confirm: ptr(true)},
+		{name: "so the next silence is unknown, not an outage", at: 60 * time.Second, r: silence, want: pathUnknown},
+		{name: "answered again, learnt while the tunnel worked", at: 70 * time.Second, learn: ptr(true), r: answer},
+		{name: "silence long after the last answer is unknown", at: 70*time.Second + pathMemory + time.Second, r: silence, want: pathUnknown},
 	}
 	for _, s := range steps {
-		if ok, detail := h.judge("192.0.2.1", s.r); ok != s.wantOK {
-			t.Errorf("%s: ok=%v (%s), want %v", s.name, ok, detail, s.wantOK)
+		now := t0.Add(s.at)
+		if s.learn != nil {
+			b.learn(ep, s.r, *s.learn, now)
+			continue
+		}
+		if s.confirm != nil {
+			b.confirm(ep, *s.confirm, now)
+			continue
+		}
+		if got, detail := b.judge(ep, s.r, now); got != s.want {
+			t.Errorf("%s: %s (%s), want %s", s.name, got, detail, s.want)
 		}
 	}
-	if ok, _ := h.judge("192.0.2.9", silence); !ok {
-		t.Error("another endpoint's silence is not evidence: it never answered")
+	if got := b.backAt(ep); !got.Equal(t0.Add(48 * time.Second)) {
+		t.Errorf("backAt = %v, want when it answered again after the last outage (+48s)", got)
+	}
+	if got, _ := b.judge("icmp://192.0.2.9", silence, t0); got != pathUnknown {
+		t.Errorf("another endpoint's silence: %s, want unknown: it never answered", got)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestSplitEndpointHost(t *testing.T) {
 	cur := &net.UDPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 51820}

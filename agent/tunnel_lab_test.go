@@ -52,6 +52,12 @@ func (l *tunnelLabEvents) add(ev agent.Event) {
 	l.evs = append(l.evs, ev)
 }
 
+func (l *tunnelLabEvents) all() []agent.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]agent.Event(nil), l.evs...)
+}
+
 // wait polls until an event matches, for at most limit.
 func (l *tunnelLabEvents) wait(t *testing.T, limit time.Duration, what string, match func(agent.Event) bool) agent.Event {
 	t.Helper()

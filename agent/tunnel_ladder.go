@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -67,6 +66,28 @@ func (m *TunnelMonitor) enforceKeepalive(ctx context.Context) {
 	m.actionEvent(m.spec.cfg.Interface, "keepalive", "keepalive drifted from "+m.spec.cfg.PersistentKeepalive.String(), start, end, res, err)
 }
 
+// bringUp keeps setting the interface up after a bounce left it down: a
+// rung must never leave the tunnel worse than it found it. Reported when
+// it fails the first time and when it succeeds.
+func (m *TunnelMonitor) bringUp(ctx context.Context) {
+	if !m.book.leftDown() || m.dryRun {
+		return
+	}
+	start := m.os.Clock.Now()
+	actx, cancel := context.WithTimeout(ctx, tunnelActionTimeout)
+	res, err := netfix.EnsureLinkUp(actx, m.os.Bounce, m.spec.cfg.Interface)
+	cancel()
+	end := m.os.Clock.Now()
+	switch {
+	case err == nil:
+		m.book.setLeftDown(false, end)
+		m.actionEvent(m.spec.cfg.Interface, "link-up", "a bounce left the interface down", start, end, res, nil)
+	case !m.upFailing:
+		m.actionEvent(m.spec.cfg.Interface, "link-up", "a bounce left the interface down; trying again every round", start, end, res, err)
+	}
+	m.upFailing = err != nil
+}
+
 // rungOutcome is what one rung did.
 type rungOutcome struct {
 	res        netfix.Result
@@ -106,7 +127,7 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 	if _, ok := ladderNextRung(m.spec.cfg, p.st.Rung); ok {
 		g = m.guards(ctx, p)
 	}
-	st := ladderDecide(m.spec.cfg, p.st.Rung, p.holdKind, g, m.budget(), now)
+	st := ladderDecide(m.spec.cfg, p.st.Rung, g, m.budget(), now)
 	if st.GiveUp != "" {
 		m.apply(p, PeerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
 		return false
@@ -160,12 +181,21 @@ func (m *TunnelMonitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o
 	before, why := p.st, fmt.Sprintf("%s: %s", p.id, p.st.Reason)
 	out := make(chan rungOutcome, 1)
 	go func() {
-		o := m.runRung(context.WithoutCancel(ctx), req)
+		var o rungOutcome
+		if err := callRecovered(func() error { o = m.runRung(context.WithoutCancel(ctx), req); return nil }); err != nil {
+			// A rung that panicked failed; the tunnel must not stay busy.
+			m.log.Error("tunnel action panicked", "action", st.Rung, "error", err)
+			o = rungOutcome{err: err, end: m.os.Clock.Now()}
+			m.setBusy("")
+		}
 		o.start = start
 		noop := tunnelNoop(o.res, o.err)
 		obs := PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung}
 		if noop {
 			obs = PeerObservation{Now: o.end, Skipped: st.Rung}
+		}
+		if errors.Is(o.err, netfix.ErrLeftDown) {
+			m.book.setLeftDown(true, o.end)
 		}
 		m.book.end(nextPeer(before, obs, m.spec.pol), noop && disruptive, o.end)
 		m.actionEvent(in.Target, st.Rung, why, o.start, o.end, o.res, o.err)
@@ -199,54 +229,6 @@ func (m *TunnelMonitor) adoptEnded() {
 	}
 }
 
-// guards observes the uplink (for the peer's endpoint: once per round each)
-// and the clock.
-func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
-	ep := ""
-	if p.sig.endpoint != nil {
-		ep = p.sig.endpoint.String()
-	}
-	g, ok := m.uplinks[ep]
-	if !ok {
-		g.UplinkOK, g.UplinkCause = m.uplinkUp(ctx, p.sig.endpoint)
-		if m.uplinks == nil {
-			m.uplinks = map[string]ladderGuards{}
-		}
-		m.uplinks[ep] = g
-	}
-	g.ClockOK, g.ClockSoft, g.ClockCause = m.clock.verdict()
-	return g
-}
-
-// uplinkUp observes whether the host itself can reach endpoint: a default
-// route on an up link, and the host's own path to the endpoint (an ICMP
-// echo outside the tunnel, judged by hostPaths).
-func (m *TunnelMonitor) uplinkUp(ctx context.Context, endpoint *net.UDPAddr) (bool, string) {
-	idx, err := m.os.Links.DefaultRouteLinks()
-	if err != nil {
-		return false, fmt.Sprintf("uplink status unknown: reading default routes: %v", err)
-	}
-	links, err := m.os.Links.Links()
-	if err != nil {
-		return false, fmt.Sprintf("uplink status unknown: listing links: %v", err)
-	}
-	if up, why := defaultRouteUp(links, idx); !up {
-		return false, why
-	}
-	if endpoint == nil {
-		return true, ""
-	}
-	a, ok := netip.AddrFromSlice(endpoint.IP)
-	if !ok {
-		return true, ""
-	}
-	r := m.os.Net.Tunnel(ctx, "icmp://"+a.Unmap().String(), hostPathTimeout)
-	if ok, detail := m.hosts.judge(a.Unmap().String(), r); !ok {
-		return false, fmt.Sprintf("host path to %s: %s", endpoint, detail)
-	}
-	return true, ""
-}
-
 // holdLadder records why the ladder waits, and reports an uplink outage or a
 // bad clock once per incident: they are the diagnosis, not noise.
 func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
@@ -262,12 +244,15 @@ func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
 		m.log.Info("waiting for an action in flight before the next", "peer", p.id, "why", st.Hold)
 		return
 	}
-	kind := "uplink-outage"
-	if st.HoldKind == holdClock {
+	kind, result := "uplink-outage", "held"
+	switch st.HoldKind {
+	case holdClock:
 		kind = "clock"
+	case holdPath:
+		kind, result = "held", holdPath
 	}
 	m.log.Warn("not acting on tunnel", "peer", p.id, "why", st.Hold, "next_rung", st.Rung)
-	m.event(Event{Time: now, Kind: kind, Target: p.id, Result: "held",
+	m.event(Event{Time: now, Kind: kind, Target: p.id, Result: result,
 		Summary:  fmt.Sprintf("%s dark, not acting (%s): %s", p.id, st.Rung, st.Hold),
 		Evidence: p.evidence(now)})
 }

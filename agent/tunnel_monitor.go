@@ -67,8 +67,9 @@ type TunnelMonitor struct {
 	onProbe  func(ProbeSample)
 	cooldown time.Duration
 	window   time.Duration
-	hosts    hostPaths
-	book     tunnelBook // this tunnel's policy state in the ledger
+	hosts    pathBook
+	settle   time.Duration // policy.resume_grace
+	book     tunnelBook    // this tunnel's policy state in the ledger
 	pol      budgetPolicy
 
 	wake chan struct{} // a suspicion or a nudge arrived: run a round now
@@ -83,7 +84,11 @@ type TunnelMonitor struct {
 	readErr   error
 	kaRetryAt time.Time
 	kaBackoff time.Duration           // wait after a keepalive fix that did not change anything (failed, dry run)
-	uplinks   map[string]ladderGuards // this round's guards, by endpoint
+	uplinks   map[string]ladderGuards // this round's guards, by host path target
+	nudged    string                  // this round's nudge ("" none), evidence for the ladder
+	ownDown   bool                    // the uplink's own state was down when last seen
+	ownBack   time.Time               // when it came back
+	upFailing bool                    // bringUp failed in the last round
 
 	mu        sync.Mutex
 	suspicion string // a workload's confirmed report, drained by the loop
@@ -91,7 +96,9 @@ type TunnelMonitor struct {
 	views     []peerView
 	viewErr   error
 	progress  time.Time
-	busy      string // the action running now, for Health
+	busy      string       // the action running now, for Health
+	paths     []pathTarget // the host paths to learn, from the last round
+	probeOK   time.Time    // the last round whose probe through the tunnel answered
 }
 
 // peerTrack is the monitor's state for one peer.
@@ -130,6 +137,7 @@ func NewTunnelMonitor(cfg TunnelMonitorConfig) *TunnelMonitor {
 		emit:     cfg.Emit,
 		onProbe:  cfg.OnProbe,
 		cooldown: cfg.Policy.Cooldown.D(),
+		settle:   cfg.Policy.ResumeGrace.D(),
 		window:   cfg.Policy.Window.D(),
 		wake:     make(chan struct{}, 1),
 		pol:      budgetPolicy{max: cfg.Policy.MaxDisruptive, window: cfg.Policy.Window.D(), cooldown: cfg.Policy.Cooldown.D()},
@@ -187,6 +195,17 @@ func (m *TunnelMonitor) Health() Health {
 func (m *TunnelMonitor) Run(ctx context.Context) error {
 	tick := time.NewTicker(m.spec.interval)
 	defer tick.Stop()
+	lctx, stopLearning := context.WithCancel(ctx)
+	var learner sync.WaitGroup
+	learner.Go(func() {
+		if err := callRecovered(func() error { m.learnPaths(lctx); return nil }); err != nil {
+			// The learner is an aid: without it paths stay unknown, and
+			// unknown holds (never worse than doing nothing).
+			m.log.Error("host path learning stopped", "error", err)
+		}
+	})
+	defer learner.Wait()
+	defer stopLearning()
 	for {
 		m.runRound(ctx)
 		select {
@@ -223,6 +242,18 @@ func (m *TunnelMonitor) Nudge(reason string) {
 	m.poke()
 }
 
+// ProbeHealthy reports whether the tunnel's own probe answered in its last
+// round (within three intervals), and when: false without a probe target.
+func (m *TunnelMonitor) ProbeHealthy() (bool, string) {
+	m.mu.Lock()
+	at := m.probeOK
+	m.mu.Unlock()
+	if at.IsZero() || m.os.Clock.Now().Sub(at) > 3*m.spec.interval {
+		return false, ""
+	}
+	return true, fmt.Sprintf("its probe %s answered at %s", m.spec.cfg.Probe.Target, at.UTC().Format(time.RFC3339))
+}
+
 func (m *TunnelMonitor) poke() {
 	select {
 	case m.wake <- struct{}{}:
@@ -247,6 +278,14 @@ func (m *TunnelMonitor) runRound(ctx context.Context) {
 		return // stopping: these observations were cut short
 	}
 	m.reportProbe(r.probe)
+	if r.probe != nil && r.probe.Err == nil {
+		m.mu.Lock()
+		m.probeOK = time.Time{}
+		if tunnelProbeOK(*r.probe) {
+			m.probeOK = m.os.Clock.Now()
+		}
+		m.mu.Unlock()
+	}
 	// A nudge that arrived while this round observed applies to it too: a
 	// probe that missed after the uplink was fixed, or while it was being
 	// fixed, is all the evidence a fresh handshake needs.
@@ -259,7 +298,7 @@ func (m *TunnelMonitor) runRound(ctx context.Context) {
 		}
 	}
 	now := m.os.Clock.Now()
-	m.uplinks = nil
+	m.uplinks, m.nudged = nil, nudge
 	m.update(ctx, &r, suspicion, nudge, now)
 	m.publish(now)
 }

@@ -76,6 +76,7 @@ func tunnelTestPolicy() configs.Policy {
 		MaxDisruptive: 3,
 		Window:        configs.Duration(time.Hour),
 		VerifyTimeout: configs.Duration(15 * time.Second),
+		ResumeGrace:   configs.Duration(8 * time.Second),
 	}
 }
 
@@ -311,10 +312,10 @@ func TestTunnelMonitorDoesNotTouchTheTunnelWhenTheUplinkIsDown(t *testing.T) {
 		}
 
 		w.set(func(w *tunnelWorld) { w.uplinkDown = false })
-		h.at(61*tsec + tsec/2)
-		h.wantChanges("one round after the uplink came back: that round's probe was made while it was down")
-		h.at(63*tsec + tsec/2)
-		h.wantChanges("after the uplink came back and the tunnel stayed dark", handshakePeer0)
+		h.at(68*tsec + tsec/2)
+		h.wantChanges("within resume_grace (8 s) of the uplink's return: WireGuard may resume by itself")
+		h.at(70*tsec + tsec/2)
+		h.wantChanges("after the uplink came back and the tunnel stayed dark beyond the grace", handshakePeer0)
 		h.wantState("after the uplink came back", 0, PeerOK)
 	})
 }
@@ -324,10 +325,9 @@ func TestTunnelMonitorLetsASessionResumeByItselfWhenTheUplinkReturns(t *testing.
 		w := newTunnelWorld(1, 20*tsec)
 		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
 		defer h.stop()
-		// The endpoint has answered the host's own probe before: its silence
-		// now is evidence that the host path is down.
-		h.m.hosts.judge("203.0.113.1", probes.ProbeResult{OK: true, Answered: true, Class: "ok"})
-
+		// The endpoint answers the host's own probe while the tunnel works:
+		// the learner knows it by the time of the blackhole, so its silence
+		// then is evidence that the host path is down.
 		h.at(10*tsec + tsec/2)
 		w.set(func(w *tunnelWorld) { w.dark, w.hostDark = true, true })
 		h.at(30*tsec + tsec/2)
@@ -341,6 +341,7 @@ func TestTunnelMonitorLetsASessionResumeByItselfWhenTheUplinkReturns(t *testing.
 		h.wantChanges("after a short blackhole")
 		h.wantEvents("after a short blackhole",
 			"13s incident "+tunnelPeer0+" opened",
+			"13s action wg0 reassert unchanged", // free: it runs during an outage
 			"13s uplink-outage "+tunnelPeer0+" held",
 			"32s recovered "+tunnelPeer0+" ok")
 	})
@@ -468,9 +469,10 @@ func TestTunnelMonitorActsAtOnceOnAWorkloadSuspicion(t *testing.T) {
 		defer h.stop()
 
 		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark, w.fixedBy = true, "handshake" })
 		h.m.Suspect("collector: pod path dark, host path fine")
 		synctest.Wait()
-		h.wantChanges("right after the suspicion", handshakePeer0)
+		h.wantChanges("right after the suspicion: the first miss is enough", handshakePeer0)
 		h.at(11*tsec + tsec/2)
 		h.wantEvents("after the suspicion",
 			"10.5s incident "+tunnelPeer0+" opened",
@@ -479,6 +481,29 @@ func TestTunnelMonitorActsAtOnceOnAWorkloadSuspicion(t *testing.T) {
 			"11s recovered "+tunnelPeer0+" ok")
 		if got := h.ev.all()[0].Summary; !strings.Contains(got, "workload: collector: pod path dark, host path fine") {
 			t.Errorf("incident summary %q does not carry the workload's reason", got)
+		}
+	})
+}
+
+func TestTunnelMonitorIgnoresASuspicionWhileItsProbeAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+		defer h.stop()
+		h.at(10*tsec + tsec/2)
+		if ok, why := h.m.ProbeHealthy(); !ok || !strings.Contains(why, "icmp://10.100.0.1 answered") {
+			t.Errorf("ProbeHealthy = %v %q, want true with the probe named", ok, why)
+		}
+		for range 30 {
+			h.m.Suspect("collector: pod path dark, host path fine")
+			time.Sleep(tsec)
+		}
+		h.wantChanges("after 30 s of suspicions with the tunnel's probe answering")
+		h.wantEvents("after 30 s of suspicions with the tunnel's probe answering")
+		w.set(func(w *tunnelWorld) { w.dark = true })
+		h.at(45 * tsec)
+		if ok, _ := h.m.ProbeHealthy(); ok {
+			t.Error("ProbeHealthy with the tunnel dark for 4 s")
 		}
 	})
 }
@@ -527,12 +552,38 @@ func TestTunnelMonitorHoldsStateWhileThePeersCannotBeRead(t *testing.T) {
 	})
 }
 
+func TestTunnelMonitorDoesNotDisruptForAPeerWithoutEndpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		// A hub's peer that never connected: only it can start a handshake,
+		// and nothing shows a path to it works.
+		w.wg.UpdatePeer("wg0", tunnelFakeKey(0), func(p *wgtypes.Peer) { p.Endpoint = nil })
+		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+		defer h.stop()
+
+		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark, w.fixedBy = true, "bounce" })
+		h.at(100 * tsec)
+		h.wantChanges("after 90 s dark")
+		h.wantEvents("after 90 s dark",
+			"13s incident "+tunnelPeer0+" opened",
+			"13s action wg0 reassert unchanged",
+			"13s held "+tunnelPeer0+" path-unknown")
+		if c := h.peer(0); !strings.Contains(c.Detail, "the peer has no endpoint") {
+			t.Errorf("check %+v does not say why it waits", c)
+		}
+	})
+}
+
 func TestTunnelMonitorSkipsTheHandshakeForAPeerWithoutEndpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newTunnelWorld(1, 20*tsec)
 		// A hub's peer that never connected: only it can start a handshake.
+		// The host_check shows the node's own path works.
 		w.wg.UpdatePeer("wg0", tunnelFakeKey(0), func(p *wgtypes.Peer) { p.Endpoint = nil })
-		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+		tun := tunnelTestConfig()
+		tun.HostCheck = "tcp://198.51.100.1:443"
+		h := startTunnelMonitor(t, w, tun, tunnelTestPolicy(), false)
 		defer h.stop()
 
 		h.at(10*tsec + tsec/2)

@@ -27,6 +27,7 @@ func (m *TunnelMonitor) update(ctx context.Context, r *tunnelReading, suspicion,
 		m.log.Info("tunnel peers readable again")
 		m.readErr = nil
 	}
+	m.bringUp(ctx)
 	probeKey, haveProbeKey := m.spec.probePeer(r.peers)
 	drift := false
 	var down, degraded []*peerTrack
@@ -54,6 +55,7 @@ func (m *TunnelMonitor) update(ctx context.Context, r *tunnelReading, suspicion,
 		}
 	}
 	m.forgetRemoved(len(r.peers), now)
+	m.setPathTargets(m.order)
 	if drift {
 		m.enforceKeepalive(ctx)
 	} else {

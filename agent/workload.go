@@ -16,9 +16,12 @@ import (
 
 // TunnelSuspector is told that a workload's path through a tunnel is dark
 // while the host's path is fine. The tunnel monitor implements it and runs
-// its ladder; Suspect must not block.
+// its ladder; Suspect must not block. TunnelHealthy says whether the
+// tunnel's own probe answers (and what it saw): then a workload's failure
+// is its own path's, and never a reason to touch the tunnel.
 type TunnelSuspector interface {
 	Suspect(tunnel, reason string)
+	TunnelHealthy(tunnel string) (bool, string)
 }
 
 var (
@@ -256,6 +259,10 @@ func (m *WorkloadMonitor) round(ctx context.Context, r *workloadRun) {
 		return // being stopped: a cancelled probe is no observation
 	}
 	d, detail := DiagnoseWorkload(rr.obs)
+	if d == DiagOverlay && m.suspect != nil && r.cfg.Tunnel != "" {
+		healthy, why := m.suspect.TunnelHealthy(r.cfg.Tunnel)
+		d, detail = podPathOrOverlay(d, detail, healthy, why)
+	}
 	now := m.os.Clock.Now()
 	log := m.log.With("workload", r.cfg.Name)
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgeheal/edgeheal/probes"
@@ -14,10 +15,11 @@ type WorkloadDiagnosis string
 // The diagnoses. Only DiagOverlay leads to a tunnel action.
 const (
 	DiagOK      WorkloadDiagnosis = "ok"
-	DiagOverlay WorkloadDiagnosis = "overlay" // pod fails, host reaches the broker: the overlay/tunnel is dark
-	DiagBroker  WorkloadDiagnosis = "broker"  // both fail and the broker answered the host with a failure (refused, tls, ...)
-	DiagUplink  WorkloadDiagnosis = "uplink"  // both fail and the host got no answer (timeout, no-route, dns)
-	DiagAuth    WorkloadDiagnosis = "auth"    // the broker refused the credentials: configuration, not network
+	DiagOverlay WorkloadDiagnosis = "overlay"  // pod fails, host reaches the broker: the overlay/tunnel is dark
+	DiagPodPath WorkloadDiagnosis = "pod-path" // as overlay, but the tunnel's own probe answers: the pod's own path is at fault
+	DiagBroker  WorkloadDiagnosis = "broker"   // both fail and the broker answered the host with a failure (refused, tls, ...)
+	DiagUplink  WorkloadDiagnosis = "uplink"   // both fail and the host got no answer (timeout, no-route, dns)
+	DiagAuth    WorkloadDiagnosis = "auth"     // the broker refused the credentials: configuration, not network
 	DiagPodOnly WorkloadDiagnosis = "pod-failed"
 	DiagNoPod   WorkloadDiagnosis = "no-pod"
 	// DiagUnknown: a probe could not be made. Never acted on; the
@@ -54,13 +56,27 @@ func DiagnoseWorkload(o WorkloadObservation) (WorkloadDiagnosis, string) {
 	case o.HostErr != nil:
 		return DiagUnknown, fmt.Sprintf("pod probe %s; probe from the host could not be made: %v", o.Pod.Class, o.HostErr)
 	case o.Host.OK():
-		return DiagOverlay, fmt.Sprintf("pod probe %s while the host reaches the broker in %s: overlay or tunnel", o.Pod.Class, round(o.Host.Latency))
+		return DiagOverlay, fmt.Sprintf("pod probe %s while the host reaches the broker in %s: %s", o.Pod.Class, round(o.Host.Latency), overlayOrTunnel)
 	}
 	switch o.Host.Class {
 	case probes.ClassTimeout, probes.ClassNoRoute, probes.ClassDNS:
 		return DiagUplink, fmt.Sprintf("pod probe %s and host probe %s: the broker is unreachable from the host too (uplink or broker host)", o.Pod.Class, o.Host.Class)
 	}
 	return DiagBroker, fmt.Sprintf("pod probe %s and host probe %s: the broker itself", o.Pod.Class, o.Host.Class)
+}
+
+const overlayOrTunnel = "overlay or tunnel"
+
+// podPathOrOverlay refines an overlay diagnosis with the tunnel's own
+// probe: a tunnel that answers carries traffic, so what fails is the pod's
+// own path to it (its CNI interface, routes, a network policy), which no
+// tunnel rung can fix; it is reported as such and never acted on.
+func podPathOrOverlay(d WorkloadDiagnosis, detail string, tunnelHealthy bool, why string) (WorkloadDiagnosis, string) {
+	if d != DiagOverlay || !tunnelHealthy {
+		return d, detail
+	}
+	detail = strings.TrimSuffix(detail, ": "+overlayOrTunnel)
+	return DiagPodPath, detail + ", and the tunnel carries traffic (" + why + "): the pod's own path (CNI, routes, network policy) is at fault, not the tunnel"
 }
 
 func round(d time.Duration) time.Duration {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -76,14 +77,21 @@ func (f *fakeWorkloadProber) takeCalls() []string {
 
 // fakeSuspector logs Suspect calls.
 type fakeSuspector struct {
-	mu    sync.Mutex
-	calls []string
+	mu      sync.Mutex
+	calls   []string
+	healthy bool // the tunnel's own probe answers
 }
 
 func (f *fakeSuspector) Suspect(tunnel, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, tunnel)
+}
+
+func (f *fakeSuspector) TunnelHealthy(string) (bool, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthy, "probe ok"
 }
 
 func (f *fakeSuspector) take() []string {
@@ -207,6 +215,46 @@ func TestWorkloadMonitorRun(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run returned %v, want nil", err)
+		}
+	})
+}
+
+// TestWorkloadMonitorBlamesThePodsPathWhileTheTunnelAnswers: the pod
+// cannot reach the broker, the host can, and the tunnel's own probe
+// answers: the pod's own path is at fault. One incident names it, and the
+// tunnel is never told.
+func TestWorkloadMonitorBlamesThePodsPathWhileTheTunnelAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := probes.Target{Netns: probes.Netns{Path: "/var/run/netns/cni-1"}, Path: "/var/run/netns/cni-1", Source: probes.SourceCRI, Pod: "factory/telemetry-a", ID: "4:1"}
+		p := &fakeWorkloadProber{target: ns, pod: probes.ClassTimeout, host: probes.ClassOK}
+		sus := &fakeSuspector{healthy: true}
+		evs := &eventLog{}
+		m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, p.os(), sus, evs.emit, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		time.Sleep(60 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+
+		if got := sus.take(); len(got) != 0 {
+			t.Errorf("the tunnel was suspected %v while its own probe answered", got)
+		}
+		evs.mu.Lock()
+		var incidents []Event
+		for _, ev := range evs.evs {
+			if ev.Kind == "incident" {
+				incidents = append(incidents, ev)
+			}
+		}
+		evs.mu.Unlock()
+		if len(incidents) != 1 || !strings.Contains(incidents[0].Summary, "broker path down (pod-path)") ||
+			!strings.Contains(incidents[0].Summary, "the pod's own path") {
+			t.Errorf("incidents %+v; want one naming the pod's own path", incidents)
+		}
+		if c := m.Checks()[0]; c.Workload.Diagnosis != DiagPodPath || c.State != WorkloadDown {
+			t.Errorf("check %+v, want down with diagnosis pod-path", c)
 		}
 	})
 }

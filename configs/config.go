@@ -57,6 +57,9 @@ type Uplink struct {
 	// Features are extra kernel (or ethtool -K group) feature names, each
 	// "on" or "off".
 	Features map[string]string `yaml:"features"`
+	// Unit is the systemd unit that owns this uplink (a modem or network
+	// manager): restart-unit refuses to restart it.
+	Unit string `yaml:"unit"`
 }
 
 // DefaultRoute is the Uplink.Name that selects the default-route interfaces.
@@ -69,11 +72,15 @@ type Tunnel struct {
 	Peers               PeerSelector `yaml:"peers"`
 	PersistentKeepalive Duration     `yaml:"persistent_keepalive"`
 	EndpointHost        string       `yaml:"endpoint_host"`
-	StaleAfter          Duration     `yaml:"stale_after"`
-	RxSilence           Duration     `yaml:"rx_silence"`
-	Probe               Probe        `yaml:"probe"`
-	Heal                []string     `yaml:"heal"`
-	Unit                string       `yaml:"unit"`
+	// HostCheck is the host path's probe (tcp://ip:port or icmp://ip, sent
+	// outside the tunnel) for endpoints that do not answer ICMP; empty: an
+	// ICMP echo to each peer's endpoint.
+	HostCheck  string   `yaml:"host_check"`
+	StaleAfter Duration `yaml:"stale_after"`
+	RxSilence  Duration `yaml:"rx_silence"`
+	Probe      Probe    `yaml:"probe"`
+	Heal       []string `yaml:"heal"`
+	Unit       string   `yaml:"unit"`
 }
 
 // Probe is an active check through a tunnel.
@@ -173,6 +180,9 @@ type Policy struct {
 	MaxDisruptive int      `yaml:"max_disruptive"`
 	Window        Duration `yaml:"window"`
 	VerifyTimeout Duration `yaml:"verify_timeout"`
+	// ResumeGrace is how long, after the uplink or the host path came back,
+	// WireGuard gets to resume a tunnel by itself before a disruptive rung.
+	ResumeGrace Duration `yaml:"resume_grace"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("20s", "1h").

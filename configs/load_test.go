@@ -49,7 +49,8 @@ func TestParseDefaults(t *testing.T) {
 			HTTP:     HTTP{Listen: "127.0.0.1:9469"},
 			StateDir: "/var/lib/edgeheal",
 		},
-		Policy: Policy{Cooldown: Duration(30 * time.Second), MaxDisruptive: 3, Window: Duration(time.Hour), VerifyTimeout: Duration(15 * time.Second)},
+		Policy: Policy{Cooldown: Duration(30 * time.Second), MaxDisruptive: 3, Window: Duration(time.Hour), VerifyTimeout: Duration(15 * time.Second),
+			ResumeGrace: Duration(8 * time.Second)},
 	}
 	got := *cfg
 	got.Origins, got.Files, got.Revision = nil, nil, ""
@@ -126,6 +127,16 @@ func TestParseProblems(t *testing.T) {
 			[]string{`f.yaml: tunnels[0].endpoint_host: "gw_1!" is not a DNS name (or name:port)`}},
 		{"an endpoint_host with a bad port", "tunnels:\n  - interface: wg0\n    endpoint_host: 'gw.example.com:70000'\n",
 			[]string{`f.yaml: tunnels[0].endpoint_host: "gw.example.com:70000": the port must be 1..65535`}},
+		{"a restart-unit of the network manager", "tunnels:\n  - interface: wg0\n    unit: NetworkManager.service\n",
+			[]string{`f.yaml: tunnels[0].unit: "NetworkManager.service" owns the uplink (a network manager): restart-unit would take the node offline`}},
+		{"a restart-unit of the unit the config marks as the uplink's", "uplinks:\n  - name: wwan0\n    unit: qmi-modem.service\ntunnels:\n  - interface: wg0\n    unit: qmi-modem.service\n",
+			[]string{`f.yaml: tunnels[0].unit: "qmi-modem.service" owns the uplink (uplinks[0].unit)`}},
+		{"an uplink unit that is not a unit name", "uplinks:\n  - name: wwan0\n    unit: modem\n",
+			[]string{`f.yaml: uplinks[0].unit: "modem" is not a systemd unit name`}},
+		{"a host_check that is not a probe target", "tunnels:\n  - interface: wg0\n    host_check: 'https://hub'\n",
+			[]string{`f.yaml: tunnels[0].host_check: "https://hub": unknown scheme "https" (tcp or icmp)`}},
+		{"a resume_grace out of range", "policy: {resume_grace: 1h}\n",
+			[]string{"f.yaml: policy.resume_grace: 3600s is out of range (0..600s)"}},
 		{"a stale_after that healthy tunnels reach", "tunnels:\n  - interface: wg0\n    stale_after: 150s\n",
 			[]string{"f.yaml: tunnels[0].stale_after: 150s would flag healthy tunnels"}},
 		{"two tunnels on one interface", "tunnels:\n  - interface: wg0\n  - interface: wg0\n",
@@ -417,5 +428,14 @@ func TestEndpointHostTakesAnOptionalPort(t *testing.T) {
 		if got := cfg.Tunnels[0].EndpointHost; got != host {
 			t.Errorf("endpoint_host = %q, want %q", got, host)
 		}
+	}
+}
+
+func TestARestartUnitThatOwnsTheUplinkIsFineWithoutTheRung(t *testing.T) {
+	// The unit is only restarted by the restart-unit rung: a ladder without
+	// it may name any unit (it is not used).
+	_, err := Parse("f.yaml", []byte("tunnels:\n  - interface: wg0\n    unit: NetworkManager.service\n    heal: [reassert, handshake]\n"))
+	if err != nil {
+		t.Errorf("Parse: %v", err)
 	}
 }

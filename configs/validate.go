@@ -98,6 +98,7 @@ func (v *validator) all() {
 		names[w.Name] = i
 		v.workload(p, w, ifaces)
 	}
+	v.restartUnits(c)
 	v.report("report", c.Report)
 	v.policy("policy", c.Policy)
 }
@@ -113,6 +114,9 @@ func (v *validator) uplink(p string, u Uplink) {
 		} else if len(u.Name) > 15 && !strings.ContainsAny(u.Name, "*?[") {
 			v.add(p+".name", "%q is longer than a link name can be (15 characters)", u.Name)
 		}
+	}
+	if u.Unit != "" && !unitRe.MatchString(u.Unit) {
+		v.add(p+".unit", "%q is not a systemd unit name (e.g. ModemManager.service)", u.Unit)
 	}
 	if u.TxChecksum != "off" && u.TxChecksum != "leave" {
 		v.add(p+".tx_checksum", "%q: must be off or leave", u.TxChecksum)
@@ -162,6 +166,11 @@ func (v *validator) tunnel(p string, t Tunnel) {
 	if t.Probe.Target != "" {
 		if err := checkProbeTarget(t.Probe.Target); err != nil {
 			v.add(p+".probe.target", "%v", err)
+		}
+	}
+	if t.HostCheck != "" {
+		if err := checkProbeTarget(t.HostCheck); err != nil {
+			v.add(p+".host_check", "%v", err)
 		}
 	}
 	v.durRange(p+".probe.interval", t.Probe.Interval, 100*time.Millisecond, time.Hour)
@@ -327,6 +336,7 @@ func (v *validator) policy(p string, pol Policy) {
 	}
 	v.durRange(p+".window", pol.Window, time.Second, 7*24*time.Hour)
 	v.durRange(p+".verify_timeout", pol.VerifyTimeout, 100*time.Millisecond, time.Hour)
+	v.durRange(p+".resume_grace", pol.ResumeGrace, 0, 10*time.Minute)
 }
 
 func contains(list []string, s string) bool {

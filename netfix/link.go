@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -41,6 +42,11 @@ var _ Links = (*netlink.Handle)(nil)
 // whenever it acted. Changes lists the bounce and every restored address
 // and route; an address or route that could not be restored is an error.
 // A missing link matches os.ErrNotExist.
+//
+// A bounce must never leave the tunnel worse than it found it: if setting
+// the link up fails, it tries again (50 ms, doubling to 2 s) until ctx
+// ends; an error then matches ErrLeftDown, and the caller keeps trying
+// with EnsureLinkUp.
 func ForceBounce(ctx context.Context, links Links, iface string, dryRun bool) (Result, error) {
 	r := Result{Action: "bounce", Target: iface}
 	if err := ctx.Err(); err != nil {
@@ -63,8 +69,10 @@ func ForceBounce(ctx context.Context, links Links, iface string, dryRun bool) (R
 		return r, fmt.Errorf("setting %s down: %w", iface, linkErr(iface, err))
 	}
 	r.Changed = true
-	if err := links.LinkSetUp(link); err != nil {
-		return r, fmt.Errorf("setting %s up: %w", iface, linkErr(iface, err))
+	if tries, err := setUpRetrying(ctx, links, link); err != nil {
+		return r, fmt.Errorf("setting %s up (%d tries): %w: %w", iface, tries, ErrLeftDown, linkErr(iface, err))
+	} else if tries > 1 {
+		r.Changes[1] = fmt.Sprintf("link up (at try %d)", tries)
 	}
 	// The kernel needs no time to drop them: by the time LinkSetDown
 	// returns, the routes are gone, so one read tells what to restore.
@@ -107,6 +115,52 @@ func ForceBounce(ctx context.Context, links Links, iface string, dryRun bool) (R
 	if len(errs) > 0 {
 		return r, fmt.Errorf("bouncing %s: %w", iface, errors.Join(errs...))
 	}
+	return r, nil
+}
+
+// ErrLeftDown matches the error of a bounce whose link could not be set up
+// again: the link is down, and the caller must keep trying (EnsureLinkUp).
+var ErrLeftDown = errors.New("link left down")
+
+// setUpRetrying sets link up, trying again until ctx ends; it returns the
+// number of tries and the last error.
+func setUpRetrying(ctx context.Context, links Links, link netlink.Link) (int, error) {
+	wait := 50 * time.Millisecond
+	for tries := 1; ; tries++ {
+		err := links.LinkSetUp(link)
+		if err == nil {
+			return tries, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return tries, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// EnsureLinkUp sets iface up if it is down: what follows a bounce that
+// left it down (ErrLeftDown). Changed is true when it was down and is up
+// now; a missing link matches os.ErrNotExist.
+func EnsureLinkUp(ctx context.Context, links Links, iface string) (Result, error) {
+	r := Result{Action: "link-up", Target: iface}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	link, err := links.LinkByName(iface)
+	if err != nil {
+		return r, fmt.Errorf("finding link %s: %w", iface, linkErr(iface, err))
+	}
+	if link.Attrs().Flags&net.FlagUp != 0 {
+		return r, nil
+	}
+	if err := links.LinkSetUp(link); err != nil {
+		return r, fmt.Errorf("setting %s up: %w: %w", iface, ErrLeftDown, linkErr(iface, err))
+	}
+	r.Changed, r.Changes = true, []string{"link up"}
 	return r, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
@@ -24,12 +25,19 @@ type fakeLinks struct {
 	routes []netlink.Route
 	calls  []string
 	upErr  error
+	// upFailures: with upErr, only this many LinkSetUp calls fail (0: all).
+	upFailures int
+	down       bool
 }
 
 var _ netfix.Links = (*fakeLinks)(nil)
 
 func (f *fakeLinks) link() netlink.Link {
-	return &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: f.name, Index: 7}}
+	flags := net.FlagUp
+	if f.down {
+		flags = 0
+	}
+	return &netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: f.name, Index: 7, Flags: flags}}
 }
 
 func (f *fakeLinks) LinkByName(name string) (netlink.Link, error) {
@@ -42,6 +50,7 @@ func (f *fakeLinks) LinkByName(name string) (netlink.Link, error) {
 
 func (f *fakeLinks) LinkSetDown(netlink.Link) error {
 	f.calls = append(f.calls, "LinkSetDown")
+	f.down = true
 	var kept []netlink.Addr
 	for _, a := range f.addrs {
 		if a.IP.To4() != nil {
@@ -55,8 +64,16 @@ func (f *fakeLinks) LinkSetDown(netlink.Link) error {
 func (f *fakeLinks) LinkSetUp(netlink.Link) error {
 	f.calls = append(f.calls, "LinkSetUp")
 	if f.upErr != nil {
-		return f.upErr
+		if f.upFailures == 0 {
+			return f.upErr
+		}
+		f.upFailures--
+		if f.upFailures == 0 {
+			f.upErr = nil
+		}
+		return unix.EBUSY
 	}
+	f.down = false
 	for _, a := range f.addrs {
 		if a.IP.To4() != nil {
 			n := &net.IPNet{IP: a.IP.Mask(a.Mask), Mask: a.Mask}
@@ -148,12 +165,51 @@ func TestForceBounceDryRunAndErrors(t *testing.T) {
 			t.Fatalf("err = %v, want os.ErrNotExist", err)
 		}
 	})
-	t.Run("a link that will not come up is an error and counts as a change", func(t *testing.T) {
+	t.Run("a link that will not come up is retried until the deadline, then left down: an error and a change", func(t *testing.T) {
 		f := wgLink()
 		f.upErr = unix.EPERM
-		r, err := netfix.ForceBounce(ctx, f, "wg0", false)
-		if !errors.Is(err, unix.EPERM) || !r.Changed {
-			t.Fatalf("ForceBounce = %+v, %v; want EPERM after a change", r, err)
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		r, err := netfix.ForceBounce(dctx, f, "wg0", false)
+		if !errors.Is(err, unix.EPERM) || !errors.Is(err, netfix.ErrLeftDown) || !r.Changed {
+			t.Fatalf("ForceBounce = %+v, %v; want EPERM and ErrLeftDown after a change", r, err)
+		}
+		if n := countCalls(f.calls, "LinkSetUp"); n < 3 {
+			t.Errorf("link up tried %d times in 500 ms, want it retried", n)
 		}
 	})
+	t.Run("a link that comes up at a later try is a bounce that worked", func(t *testing.T) {
+		f := wgLink()
+		f.upErr, f.upFailures = unix.EBUSY, 2
+		r, err := netfix.ForceBounce(ctx, f, "wg0", false)
+		if err != nil || !r.Changed || r.Changes[1] != "link up (at try 3)" {
+			t.Fatalf("ForceBounce = %+v, %v; want the link up at the third try", r, err)
+		}
+	})
+}
+
+func countCalls(calls []string, name string) int {
+	n := 0
+	for _, c := range calls {
+		if c == name {
+			n++
+		}
+	}
+	return n
+}
+
+func TestEnsureLinkUp(t *testing.T) {
+	ctx := context.Background()
+	f := wgLink()
+	if r, err := netfix.EnsureLinkUp(ctx, f, "wg0"); err != nil || r.Changed {
+		t.Errorf("on an up link: %+v, %v; want nothing to do", r, err)
+	}
+	f.down = true
+	f.upErr, f.upFailures = unix.EBUSY, 1
+	if _, err := netfix.EnsureLinkUp(ctx, f, "wg0"); !errors.Is(err, netfix.ErrLeftDown) {
+		t.Errorf("a failed link up: %v, want ErrLeftDown", err)
+	}
+	if r, err := netfix.EnsureLinkUp(ctx, f, "wg0"); err != nil || !r.Changed {
+		t.Errorf("the next try: %+v, %v; want the link up", r, err)
+	}
 }

@@ -9,6 +9,10 @@ type Link struct {
 	Name  string `json:"name"`
 	Index int    `json:"index"`
 	Up    bool   `json:"up"` // administratively up (IFF_UP)
+	// NoCarrier is set when the kernel reports the link operationally down
+	// (no carrier: a modem that lost its cell, a cable out). An unknown
+	// operational state (tunnels, some drivers) counts as carrier.
+	NoCarrier bool `json:"no_carrier,omitempty"`
 }
 
 // LinkLister lists the links of one network namespace.

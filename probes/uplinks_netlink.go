@@ -118,7 +118,8 @@ func isDefault(r netlink.Route) bool {
 }
 
 func toLink(a *netlink.LinkAttrs) Link {
-	return Link{Name: a.Name, Index: a.Index, Up: a.Flags&net.FlagUp != 0}
+	return Link{Name: a.Name, Index: a.Index, Up: a.Flags&net.FlagUp != 0,
+		NoCarrier: a.OperState == netlink.OperDown || a.OperState == netlink.OperLowerLayerDown}
 }
 
 // Subscribe implements LinkWatcher with one RTNLGRP_LINK and one route

@@ -355,27 +355,49 @@ func NewPair(t testing.TB) *Pair {
 	p := &Pair{A: &Node{NS: NewNS(t)}, B: &Node{NS: NewNS(t)}}
 	p.A.Underlay = netip.AddrFrom4([4]byte{192, 168, byte(x), 1})
 	p.B.Underlay = netip.AddrFrom4([4]byte{192, 168, byte(x), 2})
-	p.A.Tunnel = netip.AddrFrom4([4]byte{10, byte(x), 0, 1})
-	p.B.Tunnel = netip.AddrFrom4([4]byte{10, byte(x), 0, 2})
 	p.A.Veth, p.B.Veth = Veth(t, p.A.NS, p.A.Underlay.String()+"/24", p.B.NS, p.B.Underlay.String()+"/24")
-	p.A.Dev = NewDevice(t, p.A.NS, Name("wgta"), 51820)
-	p.B.Dev = NewDevice(t, p.B.NS, Name("wgtb"), 51821)
-	AddAddr(t, p.A.NS, p.A.Dev.Name, p.A.Tunnel.String()+"/24")
-	AddAddr(t, p.B.NS, p.B.Dev.Name, p.B.Tunnel.String()+"/24")
-
 	c, err := wgctrl.New()
 	if err != nil {
 		t.Fatalf("wgctrl: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	p.Client = c
+	p.tunnel(t, x, 51820)
+	return p
+}
+
+// Another is a second tunnel between the same two namespaces, over the
+// same underlay: devices of their own (tunnel 10.<y>.0.1 and .2/24, ports
+// 51822 and 51823), as a node with two WireGuard interfaces has.
+func (p *Pair) Another(t testing.TB) *Pair {
+	t.Helper()
+	q := &Pair{
+		A:      &Node{NS: p.A.NS, Veth: p.A.Veth, Underlay: p.A.Underlay},
+		B:      &Node{NS: p.B.NS, Veth: p.B.Veth, Underlay: p.B.Underlay},
+		Client: p.Client,
+	}
+	y := int(p.A.Tunnel.As4()[1])%200 + 21
+	q.tunnel(t, y, 51822)
+	return q
+}
+
+// tunnel makes the pair's devices and peers: tunnel addresses 10.<x>.0.1
+// and .2/24, A listening on port and B on port+1.
+func (p *Pair) tunnel(t testing.TB, x, port int) {
+	t.Helper()
+	p.A.Tunnel = netip.AddrFrom4([4]byte{10, byte(x), 0, 1})
+	p.B.Tunnel = netip.AddrFrom4([4]byte{10, byte(x), 0, 2})
+	p.A.Dev = NewDevice(t, p.A.NS, Name("wgta"), port)
+	p.B.Dev = NewDevice(t, p.B.NS, Name("wgtb"), port+1)
+	AddAddr(t, p.A.NS, p.A.Dev.Name, p.A.Tunnel.String()+"/24")
+	AddAddr(t, p.B.NS, p.B.Dev.Name, p.B.Tunnel.String()+"/24")
 	psk, err := wgtypes.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.PSK = psk
 	for _, e := range []struct{ self, other *Node }{{p.A, p.B}, {p.B, p.A}} {
-		err := c.ConfigureDevice(e.self.Dev.Name, wgtypes.Config{Peers: []wgtypes.PeerConfig{{
+		err := p.Client.ConfigureDevice(e.self.Dev.Name, wgtypes.Config{Peers: []wgtypes.PeerConfig{{
 			PublicKey:         e.other.PublicKey(),
 			PresharedKey:      &psk,
 			Endpoint:          e.other.Endpoint(),
@@ -386,7 +408,6 @@ func NewPair(t testing.TB) *Pair {
 			t.Fatalf("configuring %s: %v", e.self.Dev.Name, err)
 		}
 	}
-	return p
 }
 
 // DefaultRoute gives A a default route over the underlay via B, as an
