@@ -207,11 +207,17 @@ func (b tunnelBook) peers(heal []string) map[string]PeerState {
 }
 
 // setPeer records a peer's state: an open incident is kept, a closed one
-// removed. It writes the file only when what a restart needs changed.
+// removed. It writes the file only when what a restart needs changed. The
+// peer an action in flight serves is left alone: that action records the
+// state it leaves the peer in (end), and a monitor that waits for it must
+// not write over that with what it saw before.
 func (b tunnelBook) setPeer(key string, heal []string, st PeerState, now time.Time) {
 	b.l.mu.Lock()
 	defer b.l.mu.Unlock()
 	t := b.l.entry(b.tunnel)
+	if in := t.InFlight; in != nil && in.Peer == key {
+		return
+	}
 	old, had := t.Peers[key]
 	open := peerOpen(st.Phase)
 	switch {

@@ -166,3 +166,18 @@ func TestLedgerKeepsTheBoundsInMemoryWhenTheFileCannotBeWritten(t *testing.T) {
 		t.Errorf("budget in memory = %v, want the action", spent)
 	}
 }
+
+func TestLedgerLeavesThePeerOfAnActionInFlightToThatAction(t *testing.T) {
+	heal := []string{"restart-unit", "handshake"}
+	b := openTestLedger(t, "", ledgerT0).book("wg0")
+	down := PeerState{Phase: PeerDown, Opened: ledgerT0}
+	b.setPeer("KEY", heal, down, ledgerT0)
+	b.begin(InFlight{Rung: "restart-unit", Peer: "KEY", Next: 1, Started: ledgerT0}, true)
+	// A monitor of the next config, waiting, still sees the peer down.
+	b.setPeer("KEY", heal, PeerState{Phase: PeerDown, Opened: ledgerT0, Reason: "probe missed"}, ledgerT0.Add(29*time.Second))
+	healing := PeerState{Phase: PeerHealing, Rung: 1, ActedAt: ledgerT0, DoneAt: ledgerT0.Add(30 * time.Second), Opened: ledgerT0}
+	b.end(healing, false, ledgerT0.Add(30*time.Second))
+	if got := b.peers(heal)["KEY"]; got.Phase != PeerHealing || got.Rung != 1 {
+		t.Errorf("after the action ended the peer is %+v, want healing at rung 1 as the action left it", got)
+	}
+}

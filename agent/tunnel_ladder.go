@@ -114,6 +114,11 @@ func (m *TunnelMonitor) runLadder(ctx context.Context, down []*peerTrack) {
 // moves on in this round (the rung changed nothing).
 func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[string]rungOutcome) bool {
 	now := m.os.Clock.Now()
+	if m.adoptEnded() {
+		// The action this monitor waited for returned since the round
+		// began: its peer is being verified now, not acted on again.
+		return false
+	}
 	if in, done := m.book.inFlight(); in != nil {
 		// A monitor of the previous config started an action that has not
 		// returned: one action at a time per tunnel, so wait for it and
@@ -210,23 +215,26 @@ func (m *TunnelMonitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o
 }
 
 // adoptEnded verifies an action a previous monitor started, once it has
-// returned: the ledger has the state it left its peer in.
-func (m *TunnelMonitor) adoptEnded() {
+// returned: the ledger has the state it left its peer in. It reports
+// whether it did (the peer's state was replaced).
+func (m *TunnelMonitor) adoptEnded() bool {
 	if m.adopted == nil {
-		return
+		return false
 	}
 	select {
 	case <-m.adopted:
 	default:
-		return
+		return false
 	}
 	m.adopted = nil
 	st, ok := m.book.peers(m.spec.cfg.Heal)[m.adoptPeer]
+	m.log.Info("an action of the previous config returned: verifying it", "peer", m.adoptPeer, "recorded", ok, "state", st.Phase, "next_rung", st.Rung)
 	for _, p := range m.peers {
 		if p.key.String() == m.adoptPeer && ok {
 			p.st, p.holdKind, p.hold = st, "", ""
 		}
 	}
+	return ok
 }
 
 // holdLadder records why the ladder waits, and reports an uplink outage or a

@@ -129,7 +129,12 @@ func (m *TunnelMonitor) apply(p *peerTrack, obs PeerObservation) {
 	prev := p.st
 	p.st = nextPeer(prev, obs, m.spec.pol)
 	now := obs.Now
-	m.book.setPeer(p.key.String(), m.spec.cfg.Heal, p.st, now)
+	if m.adopted == nil || p.key.String() != m.adoptPeer {
+		// (The peer of an action this monitor waits for is recorded by
+		// that action when it returns: what this monitor saw before the
+		// end must not overwrite it, adoptEnded reads it.)
+		m.book.setPeer(p.key.String(), m.spec.cfg.Heal, p.st, now)
+	}
 	switch {
 	case !peerOpen(prev.Phase) && p.st.Phase == PeerDown:
 		m.log.Warn("peer dark: incident opened", "peer", p.id, "reason", p.st.Reason)

@@ -64,7 +64,8 @@ policy: {cooldown: 5s, max_disruptive: %d, window: 1h, verify_timeout: 5s}
 			if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			<-d.done
+			err := <-d.done
+			d.done <- err // labAgent's cleanup waits for it too
 			d = labAgent(t, l, bin, cfg, stateDir)
 			continue
 		}
@@ -77,7 +78,7 @@ policy: {cooldown: 5s, max_disruptive: %d, window: 1h, verify_timeout: 5s}
 	n := <-flaps
 
 	got := events.disruptive()
-	t.Logf("%d flaps, %d kills, %d reloads: disruptive actions the cloud received: %v", n, 5, 5, got)
+	t.Logf("%d flaps, 5 kills, 5 reloads: disruptive actions the cloud received: %v", n, got)
 	if len(got) > maxDisruptive {
 		t.Errorf("%d disruptive actions in one window, want at most policy.max_disruptive = %d", len(got), maxDisruptive)
 	}
