@@ -153,11 +153,34 @@ func TestCheckGoals(t *testing.T) {
 		"S3a detection 3.10 s met",
 		"S3a outage 21.00 s met",
 		"S5 tunnel actions 1 missed",
+		"S1 outage, never worse than WireGuard alone 1.20 s met",
+		"S3a outage, never worse than WireGuard alone 21.00 s met",
+		"S5 outage, never worse than WireGuard alone 0 s met",
 		"footprint RSS 12.5 MiB met",
 		"footprint idle CPU 0.30 % met",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("goals (-want +got):\n%s", diff)
+	}
+}
+
+func TestNoWorseThanNone(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		none, edgeheal Result
+		met            bool
+	}{
+		{"slower than WireGuard alone by more than 0.5 s", Result{OutageSeconds: 20.5}, Result{OutageSeconds: 23.5}, false},
+		{"within 0.5 s", Result{OutageSeconds: 20.5}, Result{OutageSeconds: 20.9}, true},
+		{"recovered where WireGuard alone never did", Result{OutageSeconds: 60, OutageOngoing: true}, Result{OutageSeconds: 1}, true},
+		{"never recovered where WireGuard alone did", Result{OutageSeconds: 20.5}, Result{OutageSeconds: 10, OutageOngoing: true}, false},
+	} {
+		tc.none.Scenario, tc.none.Contender = S3a, None
+		tc.edgeheal.Scenario, tc.edgeheal.Contender = S3a, Edgeheal
+		gs := noWorseThanNone(&Report{Results: []Result{tc.none, tc.edgeheal}})
+		if len(gs) != 1 || gs[0].Met != tc.met {
+			t.Errorf("%s: %+v, want met=%v", tc.name, gs, tc.met)
+		}
 	}
 }
 
