@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,25 @@ func TestNextWorkload(t *testing.T) {
 				t.Errorf("states (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestPodPathOrOverlay(t *testing.T) {
+	overlay := "pod probe timeout while the host reaches the broker in 2ms: " + overlayOrTunnel
+	for _, tc := range []struct {
+		name    string
+		d       WorkloadDiagnosis
+		healthy bool
+		want    WorkloadDiagnosis
+		says    string
+	}{
+		{"overlay with the tunnel's probe answering is the pod's own path", DiagOverlay, true, DiagPodPath, "2ms, and the tunnel carries traffic (probe ok): the pod's own path"},
+		{"overlay with the tunnel dark stays overlay", DiagOverlay, false, DiagOverlay, overlay},
+		{"another diagnosis is left alone", DiagBroker, true, DiagBroker, overlay},
+	} {
+		d, detail := podPathOrOverlay(tc.d, overlay, tc.healthy, "probe ok")
+		if d != tc.want || !strings.Contains(detail, tc.says) {
+			t.Errorf("%s: %s %q, want %s saying %q", tc.name, d, detail, tc.want, tc.says)
+		}
 	}
 }
