@@ -17,7 +17,9 @@ func status(state string, session uint64, ts time.Time) []byte {
 	return b
 }
 
-func will(session uint64) []byte { return []byte(fmt.Sprintf(`{"v":1,"state":"lost","session":%d}`, session)) }
+func will(session uint64) []byte {
+	return []byte(fmt.Sprintf(`{"v":1,"state":"lost","session":%d}`, session))
+}
 
 func event(id, kind, target string, ts time.Time, extra map[string]any) []byte {
 	m := map[string]any{"v": 1, "node": "n1", "site": "plant-7", "id": id, "ts": ts, "kind": kind, "target": target, "summary": kind + " " + target}
