@@ -343,7 +343,7 @@ func publisher(t *testing.T, c *cloud, user string) paho.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := paho.NewClientOptions().AddBroker(c.TLSURL()).SetClientID("late-"+user).SetProtocolVersion(4).
+	o := paho.NewClientOptions().AddBroker(c.TLSURL()).SetClientID("late-" + user).SetProtocolVersion(4).
 		SetUsername(user).SetPassword(user + "-pw").SetTLSConfig(tc).SetConnectTimeout(3 * time.Second)
 	cl := paho.NewClient(o)
 	if tok := cl.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
