@@ -60,8 +60,8 @@ bench-lab: build
 bench-lab-short: build
 	$(BIN)/edgeheal-lab bench --parallel --short --edgeheal $(BIN)/edgeheal
 
-# The four packages (deb and rpm, amd64 and arm64) into dist/, with nfpm
-# pinned in packaging/build.sh.
+# The agent's four packages and the fleet view's four (deb and rpm, amd64
+# and arm64) into dist/, with nfpm pinned in packaging/build.sh.
 package:
 	sh packaging/build.sh
 
