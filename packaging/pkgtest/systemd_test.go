@@ -271,9 +271,15 @@ func unitState(ctx context.Context, t *testing.T, conn *sddbus.Conn, unit string
 // context's deadline.
 func waitState(ctx context.Context, t *testing.T, conn *sddbus.Conn, what string, ok func(state) bool) state {
 	t.Helper()
+	return waitUnit(ctx, t, conn, "edgeheal.service", what, ok)
+}
+
+// waitUnit is waitState for any unit.
+func waitUnit(ctx context.Context, t *testing.T, conn *sddbus.Conn, unit, what string, ok func(state) bool) state {
+	t.Helper()
 	var st state
 	testsupport.WaitFor(t, 90*time.Second, what, func() bool {
-		st = unitState(ctx, t, conn, "edgeheal.service")
+		st = unitState(ctx, t, conn, unit)
 		return ok(st)
 	})
 	return st
