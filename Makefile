@@ -9,7 +9,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BIN         := bin
 
-.PHONY: build test test-deps test-short lint fuzz bench bench-lab bench-lab-short demo package clean
+.PHONY: build test test-deps test-short lint fuzz bench bench-fleet bench-lab bench-lab-short demo package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
@@ -51,6 +51,11 @@ demo: build
 # Go micro-benchmarks of the hot paths.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The fleet view at 10,000 nodes through a real mosquitto on loopback (no
+# root, about a minute); results in bench/results/fleet-scale.{md,json}.
+bench-fleet: build
+	$(GO) test -run '^$$' -bench FleetScale -benchtime 1x -timeout 15m ./fleet/scalebench/ -args -results $(CURDIR)/bench/results
 
 # Scenarios x contenders in the lab (root), side by side; results in
 # bench/results/. About 25 minutes; bench-lab-short about 9.

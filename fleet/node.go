@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -8,9 +9,9 @@ import (
 
 // History bounds per node: memory stays flat however long a node lives.
 const (
-	keepEvents  = 50  // recent events shown on a node's page
-	keepActions = 10  // last actions
-	keepIDs     = 256 // event ids remembered to drop duplicates
+	keepEvents  = 20 // recent events shown on a node's page
+	keepActions = 5  // last actions
+	keepIDs     = 64 // event ids remembered to drop duplicates (as hashes)
 	bucketSize  = 10 * time.Minute
 	countWindow = 24 * time.Hour
 )
@@ -43,14 +44,26 @@ type Node struct {
 	ChecksHealthy  int        `json:"checks_healthy"`
 	Checks         []Check    `json:"checks,omitempty"`
 	Incidents      []Incident `json:"incidents,omitempty"`
-	LastAction     *Event     `json:"last_action,omitempty"`
+	LastAction     *Entry     `json:"last_action,omitempty"`
+}
+
+// Entry is one event as a node's history keeps it: what the page shows,
+// not the evidence (docs/fleet.md, "Memory").
+type Entry struct {
+	TS       time.Time `json:"ts"`
+	Kind     string    `json:"kind"`
+	Target   string    `json:"target"`
+	Action   string    `json:"action,omitempty"`
+	Result   string    `json:"result,omitempty"`
+	Duration float64   `json:"duration_seconds,omitempty"`
+	Summary  string    `json:"summary"`
 }
 
 // Detail is a node with its history, for its page.
 type Detail struct {
 	Node
-	Events  []Event        `json:"events"`  // recent events, oldest first
-	Actions []Event        `json:"actions"` // last actions, oldest first
+	Events  []Entry        `json:"events"`  // recent events, oldest first
+	Actions []Entry        `json:"actions"` // last actions, oldest first
 	Counts  map[string]int `json:"counts_24h"`
 }
 
@@ -59,11 +72,11 @@ type node struct {
 	Node
 	hasStatus bool
 	incidents map[string]*Incident
-	events    []Event // sorted by TS, at most keepEvents
-	actions   []Event // sorted by TS, at most keepActions
+	events    []Entry // sorted by TS, at most keepEvents
+	actions   []Entry // sorted by TS, at most keepActions
 	buckets   []bucket
-	ids       map[string]struct{}
-	idRing    []string
+	ids       [keepIDs]uint64 // hashes of the last event ids, a ring
+	nextID    int
 	wm        struct {
 		session, seq uint64
 		set          bool
@@ -77,20 +90,23 @@ type bucket struct {
 }
 
 func newNode(name string) *node {
-	return &node{Node: Node{Name: name, State: StateUnknown}, incidents: map[string]*Incident{}, ids: map[string]struct{}{}}
+	return &node{Node: Node{Name: name, State: StateUnknown}, incidents: map[string]*Incident{}}
 }
 
-// seenID records an event id and reports whether it was seen before.
+// seenID records an event id and reports whether it was one of the last
+// keepIDs. Ids are kept as 64-bit FNV-1a hashes (a false duplicate needs
+// a collision among 64 ids of one node: about 2^-58).
 func (n *node) seenID(id string) bool {
-	if _, ok := n.ids[id]; ok {
-		return true
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	sum := h.Sum64() | 1 // never 0, the ring's empty slot
+	for _, v := range n.ids {
+		if v == sum {
+			return true
+		}
 	}
-	n.ids[id] = struct{}{}
-	n.idRing = append(n.idRing, id)
-	if len(n.idRing) > keepIDs {
-		delete(n.ids, n.idRing[0])
-		n.idRing = n.idRing[1:]
-	}
+	n.ids[n.nextID] = sum
+	n.nextID = (n.nextID + 1) % keepIDs
 	return false
 }
 
@@ -114,9 +130,9 @@ func (n *node) replay(e Event) bool {
 }
 
 // insertByTime inserts e into list sorted by TS and keeps the newest max.
-func insertByTime(list []Event, e Event, max int) []Event {
+func insertByTime(list []Entry, e Entry, max int) []Entry {
 	i := sort.Search(len(list), func(i int) bool { return list[i].TS.After(e.TS) })
-	list = append(list, Event{})
+	list = append(list, Entry{})
 	copy(list[i+1:], list[i:])
 	list[i] = e
 	if len(list) > max {

@@ -123,8 +123,8 @@ func (s *Store) Detail(name string, now time.Time) (d Detail, ok bool) {
 	}
 	d.Node = n.Node
 	d.Incidents = n.openIncidents()
-	d.Events = append([]Event(nil), n.events...)
-	d.Actions = append([]Event(nil), n.actions...)
+	d.Events = append([]Entry(nil), n.events...)
+	d.Actions = append([]Entry(nil), n.actions...)
 	d.Counts = n.counts(now, countWindow)
 	return d, true
 }

@@ -32,6 +32,22 @@ const (
 	TypeEvent  = "event"
 )
 
+// maxInterned bounds the strings the store shares between nodes.
+const maxInterned = 50000
+
+// intern returns one shared copy of a string that many events repeat
+// (kinds, actions, results, tunnel targets), so that a fleet's history
+// does not hold a copy per event.
+func (s *Store) intern(v string) string {
+	if in, ok := s.strings[v]; ok {
+		return in
+	}
+	if len(s.strings) < maxInterned {
+		s.strings[v] = v
+	}
+	return v
+}
+
 // Store is the fleet's state. Apply is called by one goroutine (the MQTT
 // subscriber); every query may run concurrently with it. It does no I/O.
 type Store struct {
@@ -39,13 +55,14 @@ type Store struct {
 
 	mu      sync.RWMutex
 	nodes   map[string]*node
+	strings map[string]string // see intern
 	stats   stats
 	lastErr string
 }
 
 // NewStore returns an empty store for topics under prefix.
 func NewStore(prefix string) *Store {
-	return &Store{prefix: prefix, nodes: map[string]*node{}, stats: newStats()}
+	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats()}
 }
 
 // Prefix is the topic prefix the store reads.
@@ -214,9 +231,11 @@ func (s *Store) applyEvent(n *node, e Event, m Message) Result {
 		n.Site = e.Site
 	}
 	n.seen(m, e.TS)
-	n.events = insertByTime(n.events, e, keepEvents)
+	en := Entry{TS: e.TS, Kind: s.intern(e.Kind), Target: s.intern(e.Target), Action: s.intern(e.Action),
+		Result: s.intern(e.Result), Duration: e.Duration, Summary: e.Summary}
+	n.events = insertByTime(n.events, en, keepEvents)
 	if e.Kind == "action" {
-		n.actions = insertByTime(n.actions, e, keepActions)
+		n.actions = insertByTime(n.actions, en, keepActions)
 		last := n.actions[len(n.actions)-1]
 		n.LastAction = &last
 	}

@@ -28,7 +28,7 @@ var (
 	// max_queued_messages: mosquitto's default (1000) drops what does not
 	// fit in the view's queue, retained statuses at subscribe among them
 	// (docs/fleet.md, "The broker"); -broker "" shows it.
-	brokerConf = flag.String("broker", "max_queued_messages 100000\n", "lines added to mosquitto.conf")
+	brokerConf = flag.String("broker", "max_queued_messages 1000000\n", "lines added to mosquitto.conf")
 )
 
 const (
@@ -137,6 +137,7 @@ func runScale(b *testing.B, bin string, n int) Result {
 	stop()
 	r.LagMaxSeconds = max(r.SteadyLagMaxSeconds, r.BurstLagMaxSeconds)
 
+	r.HistoryEvents, r.HistorySeconds = fillHistory(b, v, nodes)
 	r.MetricsSeries, r.MetricsBytes, r.MetricsScrapeSeconds = v.scrape(b)
 	r.RSSMiB, r.RSSPeakMiB = v.rss(b)
 	r.CPUSeconds = v.cpu()
@@ -145,6 +146,39 @@ func runScale(b *testing.B, bin string, n int) Result {
 	r.Messages = h.Messages
 	r.judge()
 	return r
+}
+
+// historyPerNode is more events than a node's history keeps (20 events,
+// 5 actions): after it, every node's history is full, the view's memory
+// at its worst.
+const historyPerNode = 26
+
+// fillHistory makes every node send historyPerNode events as fast as the
+// simulator can, and waits until the view applied them all: its
+// throughput, and the memory of a fleet whose every history is full.
+func fillHistory(b *testing.B, v *view, nodes []*simNode) (events int, took float64) {
+	b.Helper()
+	applied := func(h fleet.Health) (n uint64) {
+		for _, c := range h.Events {
+			n += c
+		}
+		return n
+	}
+	before := applied(v.health(b))
+	start := time.Now()
+	if err := parallel(nodes, 200, func(nd *simNode) error {
+		for range historyPerNode {
+			if err := nd.event("action"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatalf("filling the history: %v", err)
+	}
+	want := before + uint64(len(nodes)*historyPerNode)
+	v.waitFor(b, 5*time.Minute, "the view applied every history event", func(h fleet.Health) bool { return applied(h) >= want })
+	return len(nodes) * historyPerNode, time.Since(start).Seconds()
 }
 
 // steadyTraffic publishes, until stopped, what a quiet fleet sends: each
