@@ -17,9 +17,10 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-fleet ./cmd/edgeheal-fleet
 
 # Every test, the root lab tests included (they skip, saying so, without
-# root), after installing the Debian packages they use (idempotent).
+# root), after installing the Debian packages they use (idempotent), and
+# after building the binaries the tests of built artefacts run.
 # -p 1: the lab tests share the machine's two cores and its /var/run/wireguard.
-test: test-deps
+test: test-deps build
 	$(GO) test -p 1 -count=1 -timeout 60m ./...
 
 # The Debian packages the tests use (scripts/test-deps.sh says which and why).

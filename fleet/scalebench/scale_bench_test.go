@@ -64,7 +64,7 @@ func BenchmarkFleetScale(b *testing.B) {
 	b.Logf("%s", r.markdown())
 }
 
-func viewBinary(b *testing.B) string {
+func viewBinary(b testing.TB) string {
 	b.Helper()
 	bin := *fleetBin
 	if bin == "" {
@@ -77,10 +77,27 @@ func viewBinary(b *testing.B) string {
 	return abs
 }
 
+// TestFleetViewAtSmallScale runs the benchmark's scenario with 1,000
+// nodes as a test: the built view gets complete, sees the burst lost and
+// back, and absorbs every node's history. It asserts what happened, not
+// how fast (the benchmark measures that).
+func TestFleetViewAtSmallScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the built view against 1,000 simulated nodes: run without -short")
+	}
+	r := runScale(t, viewBinary(t), 1000)
+	if r.BurstNodes != 100 || r.HistoryEvents != 1000*historyPerNode {
+		t.Errorf("burst of %d nodes, %d history events; want 100 and %d", r.BurstNodes, r.HistoryEvents, 1000*historyPerNode)
+	}
+	if r.Messages["will/applied"] != 100 || r.Messages["status/invalid"]+r.Messages["event/invalid"] != 0 {
+		t.Errorf("messages %v: want 100 Wills applied, none invalid", r.Messages)
+	}
+}
+
 // runScale is the scenario: a fleet's retained statuses, the view started
 // on them, steady heartbeats and events, a site whose nodes all go lost
 // at once and come back.
-func runScale(b *testing.B, bin string, n int) Result {
+func runScale(b testing.TB, bin string, n int) Result {
 	b.Helper()
 	broker := mosquitto.Start(b, mosquitto.Options{Extra: *brokerConf})
 	r := Result{Nodes: n, Sites: sites, Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Mosquitto: mosquittoVersion()}
@@ -156,7 +173,7 @@ const historyPerNode = 26
 // fillHistory makes every node send historyPerNode events as fast as the
 // simulator can, and waits until the view applied them all: its
 // throughput, and the memory of a fleet whose every history is full.
-func fillHistory(b *testing.B, v *view, nodes []*simNode) (events int, took float64) {
+func fillHistory(b testing.TB, v *view, nodes []*simNode) (events int, took float64) {
 	b.Helper()
 	applied := func(h fleet.Health) (n uint64) {
 		for _, c := range h.Events {
@@ -225,7 +242,7 @@ type view struct {
 	base string
 }
 
-func startView(b *testing.B, bin, broker string) *view {
+func startView(b testing.TB, bin, broker string) *view {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -267,7 +284,7 @@ func startView(b *testing.B, bin, broker string) *view {
 	return &view{cmd: cmd, base: "http://" + addr}
 }
 
-func (v *view) health(b *testing.B) fleet.Health {
+func (v *view) health(b testing.TB) fleet.Health {
 	b.Helper()
 	var h fleet.Health
 	resp, err := http.Get(v.base + "/v1/fleet")
@@ -279,7 +296,7 @@ func (v *view) health(b *testing.B) fleet.Health {
 	return h
 }
 
-func (v *view) waitFor(b *testing.B, limit time.Duration, what string, ok func(fleet.Health) bool) {
+func (v *view) waitFor(b testing.TB, limit time.Duration, what string, ok func(fleet.Health) bool) {
 	b.Helper()
 	deadline := time.Now().Add(limit)
 	for !ok(v.health(b)) {
@@ -322,7 +339,7 @@ func (v *view) watchLag() func() float64 {
 }
 
 // scrape reads /metrics once: its series, its size and how long it took.
-func (v *view) scrape(b *testing.B) (series, size int, took float64) {
+func (v *view) scrape(b testing.TB) (series, size int, took float64) {
 	b.Helper()
 	start := time.Now()
 	resp, err := http.Get(v.base + "/metrics")
@@ -344,7 +361,7 @@ func (v *view) scrape(b *testing.B) (series, size int, took float64) {
 }
 
 // rss is the view's resident memory now and at its peak (VmHWM).
-func (v *view) rss(b *testing.B) (now, peak float64) {
+func (v *view) rss(b testing.TB) (now, peak float64) {
 	b.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", v.cmd.Process.Pid))
 	if err != nil {
