@@ -32,6 +32,9 @@ type Options struct {
 	DialTimeout time.Duration // TCP+TLS dial and CONNACK wait; default 10s
 	MaxBackoff  time.Duration // reconnect delay cap; default 1m
 	Now         func() time.Time
+	// Dial opens the TCP connection to the broker (TLS goes over it);
+	// nil: a net.Dialer in the process's own network namespace.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Topics are the subscriptions of a view: every node's status, never
@@ -202,11 +205,22 @@ func (r *runner) credentials() (*tls.Config, string, error) {
 }
 
 func (r *runner) dial(tc *tls.Config) (net.Conn, error) {
-	d := &net.Dialer{Timeout: r.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	if tc == nil {
-		return d.Dial("tcp", r.broker.Addr())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.DialTimeout)
 	defer cancel()
-	return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", r.broker.Addr())
+	var c net.Conn
+	var err error
+	if r.opts.Dial != nil {
+		c, err = r.opts.Dial(ctx, r.broker.Addr())
+	} else {
+		c, err = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext(ctx, "tcp", r.broker.Addr())
+	}
+	if err != nil || tc == nil {
+		return c, err
+	}
+	tconn := tls.Client(c, tc)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tconn, nil
 }
