@@ -75,11 +75,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	c, err := fleet.LoadConfig(*path)
 	if err != nil {
-		fmt.Fprintf(stderr, "edgeheal-fleet: invalid configuration:\n  %s\n", indent(err))
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
-			return 2
-		}
-		return 1
+		return configFailed(stderr, err)
 	}
 	broker := c.MQTT.Broker
 	if broker == "" {
@@ -98,8 +94,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	c, err := fleet.LoadConfig(*path)
 	if err != nil {
-		fmt.Fprintf(stderr, "edgeheal-fleet: invalid configuration:\n  %s\n", indent(err))
-		return 1
+		return configFailed(stderr, err)
 	}
 	if *listen != "" {
 		c.Listen = *listen
@@ -144,6 +139,17 @@ func serve(ctx context.Context, c fleet.Config, path string, log *slog.Logger) e
 	_ = srv.Shutdown(sctx)
 	wg.Wait()
 	return nil
+}
+
+// configFailed reports a configuration that could not be used: exit 2 when
+// the file could not be read, 1 when it is invalid.
+func configFailed(stderr io.Writer, err error) int {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		fmt.Fprintf(stderr, "edgeheal-fleet: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "edgeheal-fleet: invalid configuration:\n  %s\n", indent(err))
+	return 1
 }
 
 func indent(err error) string {

@@ -153,7 +153,7 @@ func TestFleetDebIsLintianClean(t *testing.T) {
 }
 
 // The fleet view needs no privilege at all: its unit's exposure must stay
-// at or under 1.5 (docs/fleet.md, "The systemd unit": 1.0 on systemd 252).
+// at or under 1.5 (docs/fleet.md, "The systemd unit": 1.1 on systemd 252).
 func TestFleetUnitSecurityExposureStaysLow(t *testing.T) {
 	unit := filepath.Join(repo, "packaging", "fleet", "edgeheal-fleet.service")
 	out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=15", "--no-pager", unit).CombinedOutput()

@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
+	"github.com/edgeheal/edgeheal/probes"
 )
 
 // fleetMounts makes the fleet package's payload look installed in the
@@ -47,44 +46,18 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	script := filepath.Join(dir, "mounts.sh")
-	if err := os.WriteFile(script, []byte(fleetMounts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	unit, err := os.ReadFile(filepath.Join(payload, "usr/lib/systemd/system/edgeheal-fleet.service"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mountsUnit := fmt.Sprintf("[Unit]\nDefaultDependencies=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh %s %s %s\n", script, payload, dir)
-	s := systemdlab.Start(t, systemdlab.Options{
-		Units: map[string]string{"edgeheal-fleet.service": string(unit), "edgeheal-pkgtest-mounts.service": mountsUnit},
-		Boot:  []string{"edgeheal-pkgtest-mounts.service"},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("systemd console:\n%s", s.Console())
-		}
-	})
-	labNet := fmt.Sprintf("/proc/%d/ns/net", s.PID)
-	broker := mosquitto.Start(t, mosquitto.Options{Netns: labNet})
-	writeConfig(t, filepath.Join(dir, "etc-fleet/config.yaml"), fmt.Sprintf("mqtt: {broker: %q}\nlisten: 127.0.0.1:9470\n", broker.PlainURL()))
-	// The lab boots without sysinit.target: nothing else of the unit changes.
-	dropIn := s.Path("/run/systemd/system/edgeheal-fleet.service.d")
-	if err := os.MkdirAll(dropIn, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, filepath.Join(dropIn, "lab.conf"), "[Unit]\nDefaultDependencies=no\n")
-
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	conn, err := s.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var broker *mosquitto.Broker
+	var labNet string
+	// The lab boots without sysinit.target: nothing else of the unit changes.
+	s, conn := bootWithUnit(ctx, t, payload, dir, fleetMounts, "edgeheal-fleet.service", "[Unit]\nDefaultDependencies=no\n",
+		func(s *systemdlab.Systemd) {
+			labNet = fmt.Sprintf("/proc/%d/ns/net", s.PID)
+			broker = mosquitto.Start(t, mosquitto.Options{Netns: labNet})
+			writeConfig(t, filepath.Join(dir, "etc-fleet/config.yaml"), fmt.Sprintf("mqtt: {broker: %q}\nlisten: 127.0.0.1:9470\n", broker.PlainURL()))
+		})
 	defer conn.Close()
-	if err := conn.ReloadContext(ctx); err != nil {
-		t.Fatalf("daemon-reload: %v", err)
-	}
 	if res := job(ctx, t, "start", func(ch chan<- string) (int, error) {
 		return conn.StartUnitContext(ctx, "edgeheal-fleet.service", "replace", ch)
 	}); res != "done" {
@@ -114,7 +87,7 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 		"-t", "edgeheal/v1/pkg-node/status", "-r", "-q", "1", "-m", status).CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_pub: %v\n%s", err, out)
 	}
-	client := labHTTP(t, labNet)
+	client := labHTTP(labNet)
 	want := `edgeheal_fleet_node_state{node="pkg-node",site="pkg-site",state="online"} 1`
 	testsupport.WaitFor(t, 30*time.Second, "the sandboxed view's /metrics shows the node", func() bool {
 		resp, err := client.Get("http://127.0.0.1:9470/metrics")
@@ -133,47 +106,8 @@ func port(addr string) string {
 }
 
 // labHTTP is an HTTP client whose connections are made inside the lab's
-// network namespace: each socket is created there, on a locked thread that
-// switches back before it is released.
-func labHTTP(t *testing.T, nsPath string) *http.Client {
-	t.Helper()
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
-			orig, err := netns.Get()
-			if err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: err}
-				return
-			}
-			defer orig.Close()
-			target, err := netns.GetFromPath(nsPath)
-			if err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: err}
-				return
-			}
-			defer target.Close()
-			if err := netns.Set(target); err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: err}
-				return
-			}
-			c, derr := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
-			if err := netns.Set(orig); err != nil {
-				ch <- result{c, derr} // this thread stays locked and ends with its goroutine
-				return
-			}
-			runtime.UnlockOSThread()
-			ch <- result{c, derr}
-		}()
-		r := <-ch
-		return r.c, r.err
-	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+// network namespace (probes.Netns: the agent's own way into one).
+func labHTTP(nsPath string) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: probes.Netns{Path: nsPath}.DialContext, DisableKeepAlives: true}}
 }
