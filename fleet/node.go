@@ -112,12 +112,15 @@ func (n *node) seenID(id string) bool {
 
 // replay reports whether an event with a sequence number is at or below
 // what the node already sent: (session, seq) pairs only grow. Events
-// without Seq are never replays by this rule (their id decides).
+// without Seq are never replays by this rule (their id decides). An event
+// with Seq but no Session counts in the session of the node's last
+// status, so a sequence that starts again after a restart (a new state
+// directory) is not taken for a replay.
 func (n *node) replay(e Event) bool {
 	if e.Seq == nil {
 		return false
 	}
-	var session uint64
+	session := n.Session
 	if e.Session != nil {
 		session = *e.Session
 	}

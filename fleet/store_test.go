@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,9 @@ func TestEventsDeduplicatedByIDAndSeq(t *testing.T) {
 			event("a", "action", "t", t0, seq(4, 1)), event("b", "action", "t", t0, seq(3, 9))}, []Result{Applied, Stale}},
 		{"seq without session still orders", [][]byte{
 			event("a", "action", "t", t0, map[string]any{"seq": 5}), event("b", "action", "t", t0, map[string]any{"seq": 4})}, []Result{Applied, Stale}},
+		{"seq without session starts again once the node's status has a higher session", [][]byte{
+			event("a", "action", "t", t0, map[string]any{"seq": 5}), status("online", 9, t0), event("b", "action", "t", t0, map[string]any{"seq": 1})},
+			[]Result{Applied, Applied, Applied}},
 		{"an event without an id is invalid", [][]byte{[]byte(`{"v":1,"kind":"action"}`)}, []Result{Invalid}},
 	}
 	for _, tt := range tests {
@@ -127,7 +131,11 @@ func TestEventsDeduplicatedByIDAndSeq(t *testing.T) {
 			s := NewStore("edgeheal/v1")
 			var got []Result
 			for _, p := range tt.msgs {
-				got = append(got, s.Apply(msg("event", p, t0)))
+				topic := "event"
+				if strings.Contains(string(p), `"state"`) {
+					topic = "status"
+				}
+				got = append(got, s.Apply(msg(topic, p, t0)))
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("results (-want +got):\n%s", diff)
