@@ -9,16 +9,18 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BIN         := bin
 
-.PHONY: build test test-deps test-short lint fuzz bench bench-lab bench-lab-short demo package clean
+.PHONY: build test test-deps test-short lint fuzz bench bench-fleet bench-lab bench-lab-short demo package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-lab ./cmd/edgeheal-lab
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-fleet ./cmd/edgeheal-fleet
 
 # Every test, the root lab tests included (they skip, saying so, without
-# root), after installing the Debian packages they use (idempotent).
+# root), after installing the Debian packages they use (idempotent), and
+# after building the binaries the tests of built artefacts run.
 # -p 1: the lab tests share the machine's two cores and its /var/run/wireguard.
-test: test-deps
+test: test-deps build
 	$(GO) test -p 1 -count=1 -timeout 60m ./...
 
 # The Debian packages the tests use (scripts/test-deps.sh says which and why).
@@ -51,6 +53,11 @@ demo: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# The fleet view at 10,000 nodes through a real mosquitto on loopback (no
+# root, about a minute); results in bench/results/fleet-scale.{md,json}.
+bench-fleet: build
+	$(GO) test -run '^$$' -bench FleetScale -benchtime 1x -timeout 15m ./fleet/scalebench/ -args -results $(CURDIR)/bench/results
+
 # Scenarios x contenders in the lab (root), side by side; results in
 # bench/results/. About 25 minutes; bench-lab-short about 9.
 bench-lab: build
@@ -59,8 +66,8 @@ bench-lab: build
 bench-lab-short: build
 	$(BIN)/edgeheal-lab bench --parallel --short --edgeheal $(BIN)/edgeheal
 
-# The four packages (deb and rpm, amd64 and arm64) into dist/, with nfpm
-# pinned in packaging/build.sh.
+# The agent's four packages and the fleet view's four (deb and rpm, amd64
+# and arm64) into dist/, with nfpm pinned in packaging/build.sh.
 package:
 	sh packaging/build.sh
 

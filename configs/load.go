@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -101,11 +102,19 @@ func Parse(name string, data []byte) (*Config, error) {
 // the decoded, validated config. It never returns a config together with an
 // error, and never a config that fails Validate.
 func Build(srcs ...Source) (*Config, error) {
+	return build(true, srcs...)
+}
+
+// build is Build; withRevision false leaves Config.Revision empty, for
+// callers that only validate (edgeheal render: the hash costs a sixth of a
+// Build, and thousands of Builds make a fleet).
+func build(withRevision bool, srcs ...Source) (*Config, error) {
 	files := map[*yaml.Node]string{}
-	root, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, files)
+	defaults, elemDefaults, err := embeddedDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
 	}
+	root := cloneTree(defaults, files)
 	var problems []error
 	var names []string
 	for _, src := range srcs {
@@ -122,9 +131,7 @@ func Build(srcs ...Source) (*Config, error) {
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
-	if err := applyElementDefaults(root, files); err != nil {
-		return nil, fmt.Errorf("embedded element defaults: %w", err)
-	}
+	applyElementDefaults(root, elemDefaults, files)
 	w := walker{files: files, origins: Origins{}}
 	w.check(root, reflect.TypeOf(Config{}), "")
 	cfg := &Config{}
@@ -142,7 +149,9 @@ func Build(srcs ...Source) (*Config, error) {
 			cfg.Origins["node.name"] = Origin{File: HostnameName}
 		}
 	}
-	cfg.Revision = revision(cfg)
+	if withRevision {
+		cfg.Revision = revision(cfg)
+	}
 	problems = w.problems
 	if err := cfg.Validate(); err != nil {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -270,13 +279,45 @@ func keyIndex(m *yaml.Node, key string) int {
 	return -1
 }
 
-// applyElementDefaults merges each element of the uplinks, tunnels and
-// workloads lists over that list's element defaults.
-func applyElementDefaults(root *yaml.Node, files map[*yaml.Node]string) error {
-	defs, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{})
-	if err != nil {
-		return err
+// embeddedDefaults parses the embedded defaults and element defaults once;
+// every Build works on copies (cloneTree, copyTree), never on these.
+var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) {
+	type parsed struct{ defaults, elements *yaml.Node }
+	once := sync.OnceValues(func() (parsed, error) {
+		d, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, map[*yaml.Node]string{})
+		if err != nil {
+			return parsed{}, err
+		}
+		e, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{})
+		if err != nil {
+			return parsed{}, fmt.Errorf("element defaults: %w", err)
+		}
+		return parsed{d, e}, nil
+	})
+	return func() (*yaml.Node, *yaml.Node, error) {
+		p, err := once()
+		return p.defaults, p.elements, err
 	}
+}()
+
+// cloneTree copies the parsed defaults exactly (lines included, so origins
+// read as they did when the defaults were parsed for each Build), marking
+// each node as coming from the defaults.
+func cloneTree(n *yaml.Node, files map[*yaml.Node]string) *yaml.Node {
+	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
+	files[c] = DefaultsName
+	if len(n.Content) > 0 {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, e := range n.Content {
+			c.Content[i] = cloneTree(e, files)
+		}
+	}
+	return c
+}
+
+// applyElementDefaults merges each element of the uplinks, tunnels and
+// workloads lists over that list's element defaults, defs.
+func applyElementDefaults(root, defs *yaml.Node, files map[*yaml.Node]string) {
 	for i := 0; i+1 < len(defs.Content); i += 2 {
 		list, def := defs.Content[i].Value, defs.Content[i+1]
 		j := keyIndex(root, list)
@@ -295,7 +336,6 @@ func applyElementDefaults(root *yaml.Node, files map[*yaml.Node]string) error {
 			seq.Content[e] = base
 		}
 	}
-	return nil
 }
 
 // copyTree copies a defaults tree, marking each node as coming from the

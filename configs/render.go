@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/template"
 	"text/template/parse"
 
@@ -285,28 +288,45 @@ func ParseInventory(name string, data []byte) (*Inventory, error) {
 func (f *Fleet) Render(inv *Inventory) ([]Rendered, error) {
 	nodes := append([]InventoryNode(nil), inv.Nodes...)
 	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	data, errs := f.renderAll(inv.Vars, nodes)
 	var out []Rendered
 	var failed []NodeError
 	for i, n := range nodes {
 		file := n.Name + ".yaml"
-		var err error
+		err := errs[i]
 		if i > 0 && nodes[i-1].Name == n.Name {
 			err = fmt.Errorf("listed more than once in the inventory")
-		} else {
-			var data []byte
-			data, err = f.renderNode(inv.Vars, n, file)
-			if err == nil {
-				out = append(out, Rendered{Node: n.Name, File: file, Data: data})
-			}
 		}
 		if err != nil {
 			failed = append(failed, NodeError{Node: n.Name, File: file, Err: err})
+			continue
 		}
+		out = append(out, Rendered{Node: n.Name, File: file, Data: data[i]})
 	}
 	if len(failed) > 0 {
 		return nil, &RenderError{Nodes: failed}
 	}
 	return out, nil
+}
+
+// renderAll renders and validates every node on every core: each node is
+// independent (the templates are only read, each Build has its own
+// trees), and validation is most of the cost (docs/performance.md,
+// "edgeheal render at fleet scale"). Results keep the order of nodes.
+func (f *Fleet) renderAll(fleetVars map[string]any, nodes []InventoryNode) ([][]byte, []error) {
+	data := make([][]byte, len(nodes))
+	errs := make([]error, len(nodes))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(nodes)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(nodes); i = int(next.Add(1) - 1) {
+				data[i], errs[i] = f.renderNode(fleetVars, nodes[i], nodes[i].Name+".yaml")
+			}
+		})
+	}
+	wg.Wait()
+	return data, errs
 }
 
 func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file string) ([]byte, error) {
@@ -346,7 +366,7 @@ func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file strin
 	if bytes.Contains(buf.Bytes(), []byte("<no value>")) {
 		return nil, errors.New("rendering: a variable is null (renders as <no value>): give it a value")
 	}
-	cfg, err := Parse(file, buf.Bytes())
+	cfg, err := build(false, Source{Name: file, Data: buf.Bytes()})
 	if err != nil {
 		return nil, fmt.Errorf("invalid:\n%w", err)
 	}
@@ -389,31 +409,56 @@ func RenderFleet(dir, inventory string) ([]Rendered, error) {
 
 // WriteRendered writes each file into dir (created if missing), each
 // atomically with mode 0644. It writes only the files given: render into an
-// empty directory to ship exactly one inventory's files.
+// empty directory to ship exactly one inventory's files. Files are written
+// by a few goroutines at once: creating a file is a wait on the file
+// system, not on a core. On failure it returns the error of the first
+// failing file in the order given; files already written stay.
 func WriteRendered(dir string, files []Rendered) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("creating output directory: %w", err)
 	}
-	for _, r := range files {
-		path := filepath.Join(dir, r.File)
-		tmp, err := os.CreateTemp(dir, "."+r.File+".*")
+	errs := make([]error, len(files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(writers, len(files)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
+				errs[i] = writeRendered(dir, files[i])
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", path, err)
+			return err
 		}
-		_, werr := tmp.Write(r.Data)
-		if werr == nil {
-			werr = tmp.Chmod(0o644)
-		}
-		if cerr := tmp.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr == nil {
-			werr = os.Rename(tmp.Name(), path)
-		}
-		if werr != nil {
-			os.Remove(tmp.Name())
-			return fmt.Errorf("writing %s: %w", path, werr)
-		}
+	}
+	return nil
+}
+
+// writers is how many files WriteRendered writes at once.
+const writers = 8
+
+// writeRendered writes one file atomically: a temporary file, then a rename.
+func writeRendered(dir string, r Rendered) error {
+	path := filepath.Join(dir, r.File)
+	tmp, err := os.CreateTemp(dir, "."+r.File+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	_, werr := tmp.Write(r.Data)
+	if werr == nil {
+		werr = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, werr)
 	}
 	return nil
 }

@@ -1,13 +1,15 @@
 #!/bin/sh
-# build.sh: build edgeheal for amd64 and arm64 and package each as .deb and
-# .rpm into dist/ (`make package` runs this). Run from anywhere; it works in
-# the repository root.
+# build.sh: build edgeheal (the agent) and edgeheal-fleet (the fleet view)
+# for amd64 and arm64 and package each as .deb and .rpm into dist/ (`make
+# package` runs this): packaging/nfpm.yaml and packaging/fleet/nfpm.yaml.
+# Run from anywhere; it works in the repository root.
 #
 #   VERSION   package version (default: the git tag without its v, or
 #             0.1.0~git<commit date>.<short hash> for an untagged commit)
 #   ARCHES    architectures to build (default: "amd64 arm64")
 #   DIST      output directory (default: dist)
-#   BIN       where the binaries go, as BIN/linux_ARCH/edgeheal (default: bin)
+#   BIN       where the binaries go, as BIN/linux_ARCH/edgeheal and
+#             BIN/linux_ARCH/edgeheal-fleet (default: bin)
 #   TOOLS     where the pinned nfpm is built once and kept (default: bin/.tools)
 #   NFPM      the nfpm command (default: nfpm $NFPM_VERSION, built once with
 #             go install into TOOLS and reused)
@@ -35,7 +37,7 @@ export VERSION SOURCE_DATE_EPOCH
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 mkdir -p "$DIST"
-rm -f "$DIST"/edgeheal_*.deb "$DIST"/edgeheal-*.rpm   # only this build's four packages
+rm -f "$DIST"/edgeheal_*.deb "$DIST"/edgeheal-*.rpm "$DIST"/edgeheal-fleet_*.deb   # only this build's packages
 
 # The pinned nfpm, built once (go run would link it again on every call).
 if [ -z "${NFPM:-}" ]; then
@@ -53,6 +55,8 @@ gzip -9nc README.md >"$work/README.md.gz"
 # The operator's half of the manual goes with the package.
 gzip -9nc docs/configuration.md >"$work/configuration.md.gz"
 gzip -9nc docs/operations.md >"$work/operations.md.gz"
+gzip -9nc packaging/fleet/edgeheal-fleet.1 >"$work/edgeheal-fleet.1.gz"
+gzip -9nc docs/fleet.md >"$work/fleet.md.gz"
 
 for arch in $ARCHES; do
 	STAGE="$work/$arch"
@@ -63,6 +67,16 @@ for arch in $ARCHES; do
 	cp "$BIN/linux_$arch/edgeheal" "$STAGE/edgeheal"
 	for fmt in deb rpm; do
 		ARCH=$arch STAGE=$STAGE $NFPM package --config packaging/nfpm.yaml --packager "$fmt" --target "$DIST/"
+	done
+
+	FLEET="$work/fleet-$arch"
+	mkdir -p "$FLEET"
+	cp "$work/edgeheal-fleet.1.gz" "$work/fleet.md.gz" "$FLEET/"
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/edgeheal-fleet" ./cmd/edgeheal-fleet
+	cp "$BIN/linux_$arch/edgeheal-fleet" "$FLEET/edgeheal-fleet"
+	for fmt in deb rpm; do
+		ARCH=$arch STAGE=$FLEET $NFPM package --config packaging/fleet/nfpm.yaml --packager "$fmt" --target "$DIST/"
 	done
 done
 ls -l "$DIST"

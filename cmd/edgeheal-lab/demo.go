@@ -79,16 +79,17 @@ type demoSummary struct {
 }
 
 type demo struct {
-	out  io.Writer
-	s    demoSettings
-	l    *lab.Lab
-	a    *bench.Agent
-	c    *bench.Cloud
-	t0   time.Time
-	mu   sync.Mutex // serialises printing
-	sum  demoSummary
-	stop chan struct{}
-	wg   sync.WaitGroup
+	out   io.Writer
+	s     demoSettings
+	l     *lab.Lab
+	a     *bench.Agent
+	c     *bench.Cloud
+	fleet *demoFleet // the fleet view's page, in this process
+	t0    time.Time
+	mu    sync.Mutex // serialises printing
+	sum   demoSummary
+	stop  chan struct{}
+	wg    sync.WaitGroup
 }
 
 func (d *demo) say(src, format string, args ...any) {
@@ -151,6 +152,9 @@ func runDemo(ctx context.Context, s demoSettings, out io.Writer) (sum demoSummar
 		if d.c != nil {
 			d.c.Stop()
 		}
+		if d.fleet != nil {
+			d.fleet.stop()
+		}
 		cerr := d.l.Close()
 		if !s.keep {
 			cerr = errors.Join(cerr, os.RemoveAll(dir))
@@ -171,14 +175,20 @@ func runDemo(ctx context.Context, s demoSettings, out io.Writer) (sum demoSummar
 		return sum, err
 	}
 	d.say("cloud", "subscribed to %s", bench.TopicFilter)
+	if d.fleet, err = startDemoFleet(d.l); err != nil {
+		d.say("fleet", "no fleet view: %v", err)
+	} else {
+		d.say("fleet", "the fleet view (edgeheal-fleet's page and /metrics) while the demo runs: %s", d.fleet.url)
+	}
 	d.wg.Add(1)
 	go d.watchTelemetry()
 
 	acts := []func(context.Context) error{d.act1, d.act2, d.act3, d.act4}
-	for _, act := range acts {
+	for i, act := range acts {
 		if err := act(ctx); err != nil {
 			return d.sum, err
 		}
+		d.fleetNote(i + 1)
 	}
 	d.report()
 	if len(d.sum.Problems) > 0 {

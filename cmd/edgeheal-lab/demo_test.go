@@ -63,10 +63,17 @@ func TestLabDemoShort(t *testing.T) {
 	if sum.QueuedDelivered == 0 {
 		t.Errorf("no event queued during the broker outage reached the cloud")
 	}
-	for _, s := range []string{"== Act 1", "== Act 4", "== What the cloud received", "== Summary", "cleaned up"} {
+	for _, s := range []string{"== Act 1", "== Act 4", "== What the cloud received", "== Summary", "cleaned up",
+		"fleet view (edgeheal-fleet's page and /metrics) while the demo runs: http://127.0.0.1:",
+		"after act 1: ", "after act 4: "} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q", s)
 		}
+	}
+	// The fleet view saw the node online at the end (act 4 ends with the
+	// broker back and the queued events delivered).
+	if !strings.Contains(out.String(), " online since ") || !strings.Contains(out.String(), "after act 3: ") {
+		t.Errorf("the timeline has no note of the fleet view seeing the node online")
 	}
 	if left := lab.Leftovers("demo", ""); len(left) > 0 {
 		t.Errorf("left behind: %v", left)

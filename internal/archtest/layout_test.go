@@ -77,8 +77,9 @@ func ours(path string) (string, bool) {
 func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
 
 // TestTheDaemonLinksOnlyProductCode: the edge binary links no lab, bench
-// or test-support package and not the testing package, and cmd/edgeheal
-// imports only agent (and its subpackages) and configs of ours.
+// or test-support package, not the fleet view and not the testing
+// package, and cmd/edgeheal imports only agent (and its subpackages) and
+// configs of ours.
 func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 	p := goList(t, "-deps", "./cmd/edgeheal")
 	var bad []string
@@ -87,7 +88,7 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 		switch {
 		case d.ImportPath == "testing":
 			bad = append(bad, "testing (the standard library's test support)")
-		case mine && (under(rel, "lab") || under(rel, "internal")):
+		case mine && (under(rel, "lab") || under(rel, "internal") || under(rel, "fleet")):
 			bad = append(bad, d.ImportPath)
 		}
 	}
@@ -107,6 +108,29 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 	}
 }
 
+// TestTheFleetViewLinksOnlyItsOwnCode: edgeheal-fleet is a second
+// product, deployed in the cloud. It links fleet/... and configs (for
+// the agent's own parsing of broker URLs, TLS and password files) of
+// ours, and nothing of the agent: the wire format is JSON, and the
+// agent's internals (its OS backend, netlink, ethtool, wgctrl) have no
+// business in the cloud. Nor does it link the lab, test support or the
+// testing package.
+func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
+	var bad []string
+	for _, d := range goList(t, "-deps", "./cmd/edgeheal-fleet") {
+		rel, mine := ours(d.ImportPath)
+		switch {
+		case d.ImportPath == "testing":
+			bad = append(bad, "testing (the standard library's test support)")
+		case mine && !under(rel, "fleet") && rel != "configs" && rel != "cmd/edgeheal-fleet":
+			bad = append(bad, rel+" (only fleet/... and configs of ours)")
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("edgeheal-fleet links what it must not:\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
 // TestImportsFlowOneWay: cmd → agent → (probes, netfix, configs); probes
 // and netfix never import each other, and none of the three imports agent.
 func TestImportsFlowOneWay(t *testing.T) {
@@ -117,7 +141,9 @@ func TestImportsFlowOneWay(t *testing.T) {
 		{"probes", "probes never imports netfix or agent", []string{"netfix", "agent"}},
 		{"netfix", "netfix never imports probes or agent", []string{"probes", "agent"}},
 		{"configs", "configs imports nothing of agent, probes or netfix", []string{"agent", "probes", "netfix"}},
-		{"agent", "agent imports no command, lab or test support", []string{"cmd", "lab", "internal"}},
+		{"agent", "agent imports no command, lab, test support or fleet view", []string{"cmd", "lab", "internal", "fleet"}},
+		{"fleet", "the fleet view reads the agents' JSON, not their code: no agent, probes, netfix, lab, command or test support",
+			[]string{"agent", "probes", "netfix", "lab", "cmd", "internal"}},
 	}
 	var bad []string
 	for _, p := range goList(t, "-deps", "./...") {

@@ -114,7 +114,8 @@ func output(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-func TestBuildMakesFourPackages(t *testing.T) {
+// The agent's four packages and the fleet view's four.
+func TestBuildMakesEveryPackage(t *testing.T) {
 	built(t)
 	entries, err := os.ReadDir(dist)
 	if err != nil {
@@ -126,7 +127,8 @@ func TestBuildMakesFourPackages(t *testing.T) {
 	}
 	var want []string
 	for _, a := range arches {
-		want = append(want, filepath.Base(debPath(a)), filepath.Base(rpmPath(a)))
+		want = append(want, filepath.Base(debPath(a)), filepath.Base(rpmPath(a)),
+			filepath.Base(fleetDebPath(a)), filepath.Base(fleetRpmPath(a)))
 	}
 	sort.Strings(want)
 	if diff := cmp.Diff(want, got); diff != "" {

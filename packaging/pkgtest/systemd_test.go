@@ -74,46 +74,10 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 	// The agent guards the lab's veth: it must be able to change ethtool
 	// features from inside the sandbox.
 	writeConfig(t, filepath.Join(dir, "etc-edgeheal/config.d/10-lab.yaml"), "uplinks: [{name: ehpkg0, tx_checksum: \"off\"}]\n")
-	script := filepath.Join(dir, "mounts.sh")
-	if err := os.WriteFile(script, []byte(labMounts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	unit, err := os.ReadFile(filepath.Join(payload, "usr/lib/systemd/system/edgeheal.service"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mountsUnit := fmt.Sprintf("[Unit]\nDefaultDependencies=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh %s %s %s\n", script, payload, dir)
-
-	s := systemdlab.Start(t, systemdlab.Options{
-		Units: map[string]string{"edgeheal.service": string(unit), "edgeheal-pkgtest-mounts.service": mountsUnit},
-		Boot:  []string{"edgeheal-pkgtest-mounts.service"},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("systemd console:\n%s", s.Console())
-		}
-	})
-	dropIn := s.Path("/run/systemd/system/edgeheal.service.d")
-	if err := os.MkdirAll(dropIn, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dropIn, "lab.conf"), []byte(labDropIn), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	conn, err := s.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, conn := bootWithUnit(ctx, t, payload, dir, labMounts, "edgeheal.service", labDropIn, nil)
 	defer conn.Close()
-	if err := conn.ReloadContext(ctx); err != nil {
-		t.Fatalf("daemon-reload: %v", err)
-	}
-	if st := unitState(ctx, t, conn, "edgeheal-pkgtest-mounts.service"); st.active != "active" {
-		t.Fatalf("the payload mounts did not apply: %+v", st)
-	}
 
 	// Start: Type=notify, so the job finishes only when the agent sent READY=1.
 	if res := job(ctx, t, "start", func(ch chan<- string) (int, error) {
@@ -234,6 +198,55 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 	})
 }
 
+// bootWithUnit boots a confined systemd as PID 1 (systemdlab) whose boot
+// unit runs the mounts script with the payload and dir as arguments, and
+// which has unit from the payload with dropIn added; before it loads them,
+// beforeReload (if set) runs with the systemd. It returns the systemd and
+// a D-Bus connection once the mounts applied.
+func bootWithUnit(ctx context.Context, t *testing.T, payload, dir, mounts, unit, dropIn string,
+	beforeReload func(*systemdlab.Systemd)) (*systemdlab.Systemd, *sddbus.Conn) {
+	t.Helper()
+	script := filepath.Join(dir, "mounts.sh")
+	if err := os.WriteFile(script, []byte(mounts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	content, err := os.ReadFile(filepath.Join(payload, "usr/lib/systemd/system", unit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mountsUnit := fmt.Sprintf("[Unit]\nDefaultDependencies=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh %s %s %s\n", script, payload, dir)
+	s := systemdlab.Start(t, systemdlab.Options{
+		Units: map[string]string{unit: string(content), "edgeheal-pkgtest-mounts.service": mountsUnit},
+		Boot:  []string{"edgeheal-pkgtest-mounts.service"},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("systemd console:\n%s", s.Console())
+		}
+	})
+	d := s.Path("/run/systemd/system/" + unit + ".d")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, filepath.Join(d, "lab.conf"), dropIn)
+	if beforeReload != nil {
+		beforeReload(s)
+	}
+	conn, err := s.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.ReloadContext(ctx); err != nil {
+		conn.Close()
+		t.Fatalf("daemon-reload: %v", err)
+	}
+	if st := unitState(ctx, t, conn, "edgeheal-pkgtest-mounts.service"); st.active != "active" {
+		conn.Close()
+		t.Fatalf("the payload mounts did not apply: %+v", st)
+	}
+	return s, conn
+}
+
 type state struct {
 	active, sub, result, status string
 	mainPID                     uint32
@@ -271,9 +284,15 @@ func unitState(ctx context.Context, t *testing.T, conn *sddbus.Conn, unit string
 // context's deadline.
 func waitState(ctx context.Context, t *testing.T, conn *sddbus.Conn, what string, ok func(state) bool) state {
 	t.Helper()
+	return waitUnit(ctx, t, conn, "edgeheal.service", what, ok)
+}
+
+// waitUnit is waitState for any unit.
+func waitUnit(ctx context.Context, t *testing.T, conn *sddbus.Conn, unit, what string, ok func(state) bool) state {
+	t.Helper()
 	var st state
 	testsupport.WaitFor(t, 90*time.Second, what, func() bool {
-		st = unitState(ctx, t, conn, "edgeheal.service")
+		st = unitState(ctx, t, conn, unit)
 		return ok(st)
 	})
 	return st

@@ -147,6 +147,9 @@ type Options struct {
 	// Netns is a network namespace file to run the broker in; empty: the
 	// test's own namespace.
 	Netns string
+	// Extra is appended to the broker's configuration as it is, e.g.
+	// "max_queued_messages 100000\n" for a fleet-sized subscriber.
+	Extra string
 }
 
 // Broker is one mosquitto owned by a test.
@@ -214,6 +217,7 @@ func New(t testing.TB, opts Options) *Broker {
 			conf.WriteString("require_certificate true\n")
 		}
 	}
+	conf.WriteString(opts.Extra)
 	b.conf = filepath.Join(dir, "mosquitto.conf")
 	writeFile(t, b.conf, conf.String())
 	t.Cleanup(b.Stop)

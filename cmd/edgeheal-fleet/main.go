@@ -1,0 +1,163 @@
+// Command edgeheal-fleet is the cloud side of edgeheal: it reads every
+// node's retained status and events from the MQTT broker and serves the
+// fleet as a web page and Prometheus metrics. Flags, wiring and signals
+// only: the fleet's state is package fleet's, the broker connection
+// fleet/source's, the page and metrics fleet/web's.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeheal/edgeheal/fleet"
+	"github.com/edgeheal/edgeheal/fleet/source"
+	"github.com/edgeheal/edgeheal/fleet/web"
+)
+
+// version is set at build time (-X main.version=...).
+var version = "dev"
+
+const usage = `usage: edgeheal-fleet <command> [flags]
+
+  run [--config FILE] [--listen ADDR]   read the fleet from the broker; serve the page and /metrics
+  config check [--config FILE]          validate the configuration; exit 0 valid, 1 invalid
+  version
+
+Exit codes: 0 ok, 1 invalid configuration, 2 usage error or could not run.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch {
+	case args[0] == "version":
+		fmt.Fprintf(stdout, "edgeheal-fleet %s\n", version)
+		return 0
+	case args[0] == "run":
+		return cmdRun(args[1:], stderr)
+	case args[0] == "config" && len(args) > 1 && args[1] == "check":
+		return cmdCheck(args[2:], stdout, stderr)
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "edgeheal-fleet: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func flags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs, fs.String("config", fleet.DefaultConfigPath, "the configuration file")
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	fs, path := flags("config check", stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c, err := fleet.LoadConfig(*path)
+	if err != nil {
+		return configFailed(stderr, err)
+	}
+	broker := c.MQTT.Broker
+	if broker == "" {
+		broker = "none configured"
+	}
+	fmt.Fprintf(stdout, "%s: valid (broker %s, listen %s)\n", *path, broker, c.Listen)
+	return 0
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	fs, path := flags("run", stderr)
+	listen := fs.String("listen", "", "address of the page and /metrics (default: the configuration's listen)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	c, err := fleet.LoadConfig(*path)
+	if err != nil {
+		return configFailed(stderr, err)
+	}
+	if *listen != "" {
+		c.Listen = *listen
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, c, *path, log); err != nil {
+		log.Error("edgeheal-fleet stopped", "err", err)
+		return 2
+	}
+	return 0
+}
+
+// serve runs the subscriber and the HTTP server until ctx ends.
+func serve(ctx context.Context, c fleet.Config, path string, log *slog.Logger) error {
+	store := fleet.NewStore(c.MQTT.TopicPrefix)
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", c.Listen, err)
+	}
+	srv := &http.Server{Handler: web.Handler(web.Options{Store: store, Version: version, Logger: log}), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("edgeheal-fleet serving", "version", version, "url", "http://"+ln.Addr().String()+"/", "broker", c.MQTT.Broker)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server", "err", err)
+		}
+	})
+	if c.MQTT.Broker == "" {
+		store.SetConnected(false, "no broker configured: set mqtt.broker in "+path)
+		log.Warn("no broker configured: serving an empty fleet", "config", path)
+	} else {
+		wg.Go(func() {
+			if err := source.Run(ctx, source.Options{MQTT: c.MQTT, Store: store, Logger: log}); err != nil {
+				log.Error("mqtt", "err", err)
+			}
+		})
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	wg.Wait()
+	return nil
+}
+
+// configFailed reports a configuration that could not be used: exit 2 when
+// the file could not be read, 1 when it is invalid.
+func configFailed(stderr io.Writer, err error) int {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		fmt.Fprintf(stderr, "edgeheal-fleet: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "edgeheal-fleet: invalid configuration:\n  %s\n", indent(err))
+	return 1
+}
+
+func indent(err error) string {
+	out := err.Error()
+	for i := 0; i < len(out); i++ {
+		if out[i] == '\n' {
+			out = out[:i+1] + "  " + out[i+1:]
+		}
+	}
+	return out
+}

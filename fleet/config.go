@@ -1,0 +1,116 @@
+package fleet
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/edgeheal/edgeheal/configs"
+)
+
+// DefaultConfigPath is where edgeheal-fleet reads its configuration.
+const DefaultConfigPath = "/etc/edgeheal-fleet/config.yaml"
+
+// DefaultListen is the address of the page and /metrics.
+const DefaultListen = "127.0.0.1:9470"
+
+// Config is edgeheal-fleet's configuration: the broker, with the same keys
+// (and the same parsing of URLs, TLS and password files) as the agent's
+// report.mqtt, plus the shared subscription group, and where to serve.
+type Config struct {
+	MQTT   MQTT   `yaml:"mqtt"`
+	Listen string `yaml:"listen"`
+}
+
+// MQTT is the broker connection: configs.ReportMQTT and Share.
+type MQTT struct {
+	configs.ReportMQTT `yaml:",inline"`
+	// Share is an MQTT shared subscription group for the events: several
+	// instances with the same group each get a share of them. Empty: this
+	// instance gets every event.
+	Share string `yaml:"share"`
+}
+
+// LoadConfig reads and validates a configuration file strictly (unknown
+// keys are errors); every problem names the file and the key. Missing
+// keys take their defaults: an empty broker means not configured yet.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading the configuration: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig decodes and validates configuration bytes; name is used in
+// errors.
+func ParseConfig(name string, data []byte) (Config, error) {
+	c := Config{MQTT: MQTT{ReportMQTT: configs.ReportMQTT{TopicPrefix: "edgeheal/v1"}}, Listen: DefaultListen}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, yamlError(name, err)
+	}
+	var problems []error
+	bad := func(key, format string, args ...any) {
+		problems = append(problems, fmt.Errorf("%s: %s: %s", name, key, fmt.Sprintf(format, args...)))
+	}
+	m := c.MQTT
+	if m.Broker != "" {
+		if b, err := configs.ParseBrokerURL(m.Broker); err != nil {
+			bad("mqtt.broker", "%v", err)
+		} else if !b.TLS && m.TLS.Enabled() {
+			bad("mqtt.broker", "%q is plain %s:// but tls is configured: use ssl://, tls:// or mqtts://", m.Broker, b.Scheme)
+		}
+	}
+	if m.TopicPrefix == "" || strings.ContainsAny(m.TopicPrefix, "+#") || strings.HasPrefix(m.TopicPrefix, "/") || strings.HasSuffix(m.TopicPrefix, "/") {
+		bad("mqtt.topic_prefix", "%q: not empty, no wildcards (+ #) and no leading or trailing '/'", m.TopicPrefix)
+	}
+	if strings.ContainsAny(m.ClientID, "+#/") {
+		bad("mqtt.client_id", "%q: no '/', '+' or '#'", m.ClientID)
+	}
+	if strings.ContainsAny(m.Share, "+#/") {
+		bad("mqtt.share", "%q: a group name has no '/', '+' or '#'", m.Share)
+	}
+	if m.PasswordFile != "" && m.Username == "" {
+		bad("mqtt.username", "empty while password_file is set")
+	}
+	if (m.TLS.Cert == "") != (m.TLS.Key == "") {
+		bad("mqtt.tls", "cert and key go together: set both for mutual TLS, or neither")
+	}
+	for _, f := range [][2]string{{"password_file", m.PasswordFile}, {"tls.ca", m.TLS.CA}, {"tls.cert", m.TLS.Cert}, {"tls.key", m.TLS.Key}} {
+		if f[1] != "" && !filepath.IsAbs(f[1]) {
+			bad("mqtt."+f[0], "%q is not an absolute path", f[1])
+		}
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		bad("listen", "%q: write host:port, e.g. %s", c.Listen, DefaultListen)
+	}
+	if len(problems) > 0 {
+		return Config{}, errors.Join(problems...)
+	}
+	return c, nil
+}
+
+var unknownKey = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
+
+// yamlError rewrites the YAML decoder's error as file: line N: problem,
+// one line each.
+func yamlError(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n")
+	var out []string
+	for _, line := range strings.Split(msg, "\n") {
+		line = unknownKey.ReplaceAllString(strings.TrimSpace(line), "line $1: $2: unknown key (known: mqtt, listen; under mqtt: broker, client_id, topic_prefix, username, password_file, tls, share)")
+		out = append(out, name+": "+line)
+	}
+	return errors.New(strings.Join(out, "\n"))
+}

@@ -1,0 +1,226 @@
+// Package source feeds a fleet.Store from the broker: the retained
+// statuses of every node and their events, over a persistent QoS 1
+// session (or a shared subscription, when several instances share the
+// events). It owns the broker connection and nothing else: what a message
+// means is the store's business.
+package source
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/fleet"
+)
+
+// Options configure Run. MQTT and Store are required.
+type Options struct {
+	MQTT   fleet.MQTT
+	Store  *fleet.Store
+	Logger *slog.Logger
+
+	DialTimeout time.Duration // TCP+TLS dial and CONNACK wait; default 10s
+	MaxBackoff  time.Duration // reconnect delay cap; default 1m
+	Now         func() time.Time
+	// Dial opens the TCP connection to the broker (TLS goes over it);
+	// nil: a net.Dialer in the process's own network namespace.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// Topics are the subscriptions of a view: every node's status, never
+// shared (each instance needs every state), and the events, shared when
+// the group is set.
+func Topics(m fleet.MQTT) (status, events string) {
+	status = m.TopicPrefix + "/+/status"
+	events = m.TopicPrefix + "/+/event"
+	if m.Share != "" {
+		events = "$share/" + m.Share + "/" + events
+	}
+	return status, events
+}
+
+// ClientID is the configured client id, or edgeheal-fleet-<hostname>: it
+// must stay the same across restarts, since the broker keeps the
+// persistent session (and the events queued while the view was away)
+// under it.
+func ClientID(m fleet.MQTT) string {
+	if m.ClientID != "" {
+		return m.ClientID
+	}
+	h, _ := os.Hostname()
+	return "edgeheal-fleet-" + h
+}
+
+// Run connects, subscribes and feeds the store until ctx ends; it
+// reconnects with jittered backoff and returns nil when ctx ends. Files
+// (TLS, password) are read at every attempt; one that cannot be read is
+// reported in the store's health and retried like an unreachable broker.
+func Run(ctx context.Context, opts Options) error {
+	if opts.MQTT.Broker == "" {
+		return errors.New("no broker configured (mqtt.broker)")
+	}
+	broker, err := configs.ParseBrokerURL(opts.MQTT.Broker)
+	if err != nil {
+		return fmt.Errorf("mqtt.broker: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 10 * time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := &runner{opts: opts, broker: broker, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
+	limit := time.Second
+	for {
+		err := r.session(ctx)
+		if ctx.Err() != nil {
+			opts.Store.SetConnected(false, "stopped")
+			return nil
+		}
+		opts.Store.SetConnected(false, err.Error())
+		r.log.Warn("mqtt connection ended; reconnecting", "err", err)
+		wait := time.Second + rand.N(limit)
+		limit = min(2*limit, opts.MaxBackoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+type runner struct {
+	opts   Options
+	broker configs.BrokerURL
+	log    *slog.Logger
+}
+
+// session is one connection: connect, subscribe, then wait for its loss.
+func (r *runner) session(ctx context.Context) error {
+	c, lost, err := r.connect()
+	if err != nil {
+		return err
+	}
+	defer c.Disconnect(250)
+	status, events := Topics(r.opts.MQTT)
+	tok := c.SubscribeMultiple(map[string]byte{status: 1, events: 1}, nil)
+	if !tok.WaitTimeout(r.opts.DialTimeout) {
+		return fmt.Errorf("subscribing: no SUBACK within %s", r.opts.DialTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("subscribing to %s and %s: %w", status, events, err)
+	}
+	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s and %s", r.opts.MQTT.Broker, status, events))
+	r.log.Info("mqtt connected", "status_topic", status, "event_topic", events)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-lost:
+		return fmt.Errorf("connection lost: %w", err)
+	}
+}
+
+// connect makes a client with a persistent session (clean session off, a
+// fixed client id): the broker keeps the view's subscriptions and queues
+// its QoS 1 events while it is away. Every message goes to the store; paho
+// acknowledges a QoS 1 message after the handler returned, so an event is
+// acked only once the store has it.
+func (r *runner) connect() (paho.Client, chan error, error) {
+	tc, password, err := r.credentials()
+	if err != nil {
+		return nil, nil, err
+	}
+	lost := make(chan error, 1)
+	store, now := r.opts.Store, r.opts.Now
+	o := paho.NewClientOptions().
+		AddBroker(r.opts.MQTT.Broker).
+		SetClientID(ClientID(r.opts.MQTT)).
+		SetProtocolVersion(4). // explicit: paho would retry 3.1 and double a dead broker's cost
+		SetCleanSession(false).
+		SetStore(paho.NewMemoryStore()).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(r.opts.DialTimeout).
+		SetKeepAlive(30 * time.Second).
+		SetPingTimeout(10 * time.Second).
+		SetOrderMatters(true). // one handler at a time, in the broker's order
+		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+			store.Apply(fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()})
+		}).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			select {
+			case lost <- err:
+			default:
+			}
+		}).
+		SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) { return r.dial(tc) })
+	if u := r.opts.MQTT.Username; u != "" {
+		o.SetUsername(u)
+	}
+	if password != "" {
+		o.SetPassword(password)
+	}
+	c := paho.NewClient(o)
+	tok := c.Connect()
+	if !tok.WaitTimeout(2*r.opts.DialTimeout + time.Second) {
+		c.Disconnect(0)
+		return nil, nil, fmt.Errorf("connecting to %s: no CONNACK within %s", r.opts.MQTT.Broker, 2*r.opts.DialTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return nil, nil, fmt.Errorf("connecting to %s: %w", r.opts.MQTT.Broker, err)
+	}
+	return c, lost, nil
+}
+
+// credentials reads the TLS files and the password, at every attempt.
+func (r *runner) credentials() (*tls.Config, string, error) {
+	var tc *tls.Config
+	if r.broker.TLS {
+		var err error
+		if tc, err = r.opts.MQTT.TLS.ClientConfig(r.broker.Host); err != nil {
+			return nil, "", err
+		}
+	}
+	if f := r.opts.MQTT.PasswordFile; f != "" {
+		pw, err := configs.ReadPassword(f)
+		return tc, pw, err
+	}
+	return tc, "", nil
+}
+
+func (r *runner) dial(tc *tls.Config) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.DialTimeout)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if r.opts.Dial != nil {
+		c, err = r.opts.Dial(ctx, r.broker.Addr())
+	} else {
+		c, err = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext(ctx, "tcp", r.broker.Addr())
+	}
+	if err != nil || tc == nil {
+		return c, err
+	}
+	tconn := tls.Client(c, tc)
+	if err := tconn.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tconn, nil
+}

@@ -1,0 +1,354 @@
+package source_test
+
+// The view against a real mosquitto (internal/testsupport/mosquitto) with
+// TLS, client certificates, passwords and an ACL, fed by real agents: the
+// agent's own MQTT publisher and outbox, in a child process (this test
+// binary re-executed) so that it can be killed with kill -9.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/agent/outbox"
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/fleet"
+	"github.com/edgeheal/edgeheal/fleet/source"
+	"github.com/edgeheal/edgeheal/fleet/web"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
+	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
+)
+
+const prefix = "edgeheal/v1"
+
+// node is what the child agent runs.
+type node struct {
+	MQTT     configs.ReportMQTT
+	Name     string
+	StateDir string
+	Events   []agent.Event // appended to the outbox before the publisher starts
+	Checks   []agent.Check
+}
+
+const nodeEnv = "EDGEHEAL_FLEET_TEST_NODE"
+
+// TestHelperNode is not a test: it is the child agent of the tests below.
+// It queues its events, prints READY, and publishes until SIGTERM.
+func TestHelperNode(t *testing.T) {
+	raw := os.Getenv(nodeEnv)
+	if raw == "" {
+		return
+	}
+	var n node
+	if err := json.Unmarshal([]byte(raw), &n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ob, err := outbox.Open(n.StateDir, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range n.Events {
+		if err := ob.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := mqtt.NewPublisher(mqtt.Options{Config: n.MQTT, Node: configs.Node{Name: n.Name, Site: "plant-7"}, Version: "test-1.2.3",
+		Outbox: ob, Session: mqtt.OpenSession(n.StateDir, nil), Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		DialTimeout: 3 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, AckTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetChecks(n.Checks)
+	fmt.Println("READY")
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+}
+
+// proc is a running child agent; done is closed once it exited and was
+// waited for (by the one goroutine that calls Wait).
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startNode runs a child agent and returns it once it is publishing.
+func startNode(t *testing.T, n node) *proc {
+	t.Helper()
+	raw, _ := json.Marshal(n)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNode$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), nodeEnv+"="+string(raw))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			if strings.TrimSpace(s.Text()) == "READY" {
+				close(ready)
+			}
+		}
+		cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // by its PID; a no-op once it exited
+		<-done
+		if t.Failed() {
+			t.Logf("node %s stderr:\n%s", n.Name, stderr.String())
+		}
+	})
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatalf("node %s exited at start:\n%s", n.Name, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("node %s not ready within 20s", n.Name)
+	}
+	return &proc{cmd: cmd, done: done}
+}
+
+func kill9(t *testing.T, p *proc) {
+	t.Helper()
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+// cloud is a broker with TLS and client certificates, where each node may
+// write only its own topics and "fleet" may read them all.
+type cloud struct {
+	*mosquitto.Broker
+}
+
+func newCloud(t *testing.T, users ...string) *cloud {
+	t.Helper()
+	pw := map[string]string{"fleet": "fleet-pw"}
+	for _, u := range users {
+		pw[u] = u + "-pw"
+	}
+	acl := "user fleet\ntopic read " + prefix + "/#\n\npattern readwrite " + prefix + "/%u/#\n"
+	return &cloud{mosquitto.Start(t, mosquitto.Options{Users: pw, TLS: true, RequireCertificate: true, ACL: acl})}
+}
+
+// config is the report.mqtt of user: its certificate and password file.
+func (c *cloud) config(t *testing.T, user string) configs.ReportMQTT {
+	t.Helper()
+	cert, key := c.PKI.Issue(t, user, false)
+	return configs.ReportMQTT{Broker: c.TLSURL(), TopicPrefix: prefix, ClientID: "client-" + user, Username: user,
+		PasswordFile: c.PasswordFile(t, user, user+"-pw"),
+		TLS:          configs.TLS{CA: c.PKI.CAFile, Cert: cert, Key: key, ServerName: "broker.test"}}
+}
+
+// view is a fleet view in this process, with its page and metrics on a
+// test HTTP server.
+type view struct {
+	store *fleet.Store
+	http  *httptest.Server
+}
+
+func startView(t *testing.T, c *cloud, share, clientID string) *view {
+	t.Helper()
+	cfg := c.config(t, "fleet")
+	cfg.ClientID = clientID
+	store := fleet.NewStore(prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- source.Run(ctx, source.Options{MQTT: fleet.MQTT{ReportMQTT: cfg, Share: share}, Store: store,
+			DialTimeout: 3 * time.Second, MaxBackoff: time.Second})
+	}()
+	srv := httptest.NewServer(web.Handler(web.Options{Store: store, Version: "test"}))
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("source.Run returned %v after its context ended, want nil", err)
+		}
+		srv.Close()
+	})
+	testsupport.WaitFor(t, 15*time.Second, "the view connects", func() bool { return store.Health(time.Now()).Connected })
+	return &view{store: store, http: srv}
+}
+
+func (v *view) get(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := http.Get(v.http.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+// waitMetric waits until /metrics has line (name{labels} value).
+func (v *view) waitMetric(t *testing.T, line string) {
+	t.Helper()
+	testsupport.WaitFor(t, 20*time.Second, "/metrics shows "+line, func() bool {
+		return strings.Contains(v.get(t, "/metrics"), "\n"+line+"\n")
+	})
+}
+
+func peerDown() []agent.Check {
+	return []agent.Check{
+		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
+		{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false, Detail: "probe 10.8.0.1 failed 3 times"},
+	}
+}
+
+func TestTheViewShowsANodesStatusAndEventsThenItsWillAfterKill9(t *testing.T) {
+	c := newCloud(t, "edge-1")
+	v := startView(t, c, "", "edgeheal-fleet-test")
+	ts := time.Now().UTC().Add(-time.Minute)
+	n := node{MQTT: c.config(t, "edge-1"), Name: "edge-1", StateDir: t.TempDir(), Checks: peerDown(), Events: []agent.Event{
+		{ID: "ev-1", Time: ts, Kind: "incident", Target: "wg0/AbCd", Result: "opened", Summary: "wg0/AbCd dark: probe missed: timeout"},
+		{ID: "ev-2", Time: ts.Add(time.Second), Kind: "action", Target: "wg0/AbCd", Action: "handshake", Result: "changed", Summary: "handshake on wg0/AbCd changed"},
+	}}
+	cmd := startNode(t, n)
+
+	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-1",site="plant-7",state="degraded"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_node_open_incidents{kind="peer",node="edge-1",site="plant-7",state="open"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_events_total{kind="action"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_nodes{site="plant-7",state="degraded"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_connected 1`)
+	page := v.get(t, "/")
+	for _, want := range []string{`<a href="/node/edge-1">edge-1</a>`, `<span class="state degraded">degraded</span>`, "peer wg0/AbCd", "handshake wg0/AbCd: changed"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the fleet page lacks %q", want)
+		}
+	}
+	detail := v.get(t, "/node/edge-1")
+	incident, action := strings.Index(detail, "wg0/AbCd dark: probe missed"), strings.LastIndex(detail, "handshake on wg0/AbCd changed")
+	if incident < 0 || action < 0 || incident > action {
+		t.Errorf("the node page does not show the incident, then the action (at %d, %d)", incident, action)
+	}
+
+	kill9(t, cmd)
+	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-1",site="plant-7",state="lost"} 1`)
+	d, _ := v.store.Detail("edge-1", time.Now())
+	if d.State != fleet.StateLost || len(d.Incidents) != 1 {
+		t.Errorf("after kill -9: state %s, incidents %v; want lost, with the incident still open", d.State, d.Incidents)
+	}
+}
+
+func TestStaleMessagesOfTheOldSessionAreIgnoredAfterARestart(t *testing.T) {
+	c := newCloud(t, "edge-2")
+	v := startView(t, c, "", "edgeheal-fleet-test")
+	n := node{MQTT: c.config(t, "edge-2"), Name: "edge-2", StateDir: t.TempDir(),
+		Checks: []agent.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}},
+		Events: []agent.Event{{ID: "ev-old", Time: time.Now().UTC(), Kind: "action", Target: "wwan0", Action: "offload-off", Result: "changed"}}}
+	first := startNode(t, n)
+	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-2",site="plant-7",state="online"} 1`)
+	d, _ := v.store.Detail("edge-2", time.Now())
+	old := d.Session
+	kill9(t, first)
+	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-2",site="plant-7",state="lost"} 1`)
+
+	n.Events = nil
+	startNode(t, n) // the same state directory: a higher session
+	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-2",site="plant-7",state="online"} 1`)
+	d, _ = v.store.Detail("edge-2", time.Now())
+	if d.Session <= old {
+		t.Fatalf("session after the restart %d, want above %d", d.Session, old)
+	}
+
+	// What a late delivery of the old session looks like: its Will, its
+	// online status, and its event again. The node's own credentials, as
+	// the broker would have them from the old connection.
+	pub := publisher(t, c, "edge-2")
+	stale, _ := json.Marshal(mqtt.StatusMessage{V: 1, State: "online", Session: old, TS: time.Now().UTC(), Node: "edge-2"})
+	for _, m := range []struct {
+		topic   string
+		payload []byte
+	}{
+		{prefix + "/edge-2/status", []byte(fmt.Sprintf(`{"v":1,"state":"lost","session":%d}`, old))},
+		{prefix + "/edge-2/status", stale},
+		{prefix + "/edge-2/event", []byte(`{"v":1,"node":"edge-2","id":"ev-old","ts":"2026-11-29T12:00:00Z","kind":"action","target":"wwan0"}`)},
+	} {
+		if tok := pub.Publish(m.topic, 1, false, m.payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publishing to %s: %v", m.topic, tok.Error())
+		}
+	}
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="stale",type="will"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="stale",type="status"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="duplicate",type="event"} 1`)
+	d, _ = v.store.Detail("edge-2", time.Now())
+	if d.State != fleet.StateOnline || d.Session <= old {
+		t.Errorf("after the stale messages: %s session %d, want online with the new session", d.State, d.Session)
+	}
+}
+
+// A second instance with the same share group: each sees every status,
+// and the events are split between them, none seen twice.
+func TestTwoInstancesShareTheEvents(t *testing.T) {
+	c := newCloud(t, "edge-3")
+	a := startView(t, c, "fleet", "edgeheal-fleet-a")
+	b := startView(t, c, "fleet", "edgeheal-fleet-b")
+	var events []agent.Event
+	for i := range 20 {
+		events = append(events, agent.Event{ID: fmt.Sprintf("ev-%02d", i), Time: time.Now().UTC(), Kind: "action", Target: "wwan0", Action: "offload-off", Result: "changed"})
+	}
+	startNode(t, node{MQTT: c.config(t, "edge-3"), Name: "edge-3", StateDir: t.TempDir(), Events: events,
+		Checks: []agent.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}}})
+	total := func() (int, int) {
+		ha, hb := a.store.Health(time.Now()), b.store.Health(time.Now())
+		return int(ha.Events["action"]), int(hb.Events["action"])
+	}
+	testsupport.WaitFor(t, 20*time.Second, "20 events between the two views", func() bool { x, y := total(); return x+y == 20 })
+	x, y := total()
+	if x == 0 || y == 0 {
+		t.Errorf("events split %d/%d: want both instances to get a share", x, y)
+	}
+	for _, v := range []*view{a, b} {
+		v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-3",site="plant-7",state="online"} 1`)
+	}
+}
+
+func publisher(t *testing.T, c *cloud, user string) paho.Client {
+	t.Helper()
+	cfg := c.config(t, user)
+	tc, err := cfg.TLS.ClientConfig("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := paho.NewClientOptions().AddBroker(c.TLSURL()).SetClientID("late-" + user).SetProtocolVersion(4).
+		SetUsername(user).SetPassword(user + "-pw").SetTLSConfig(tc).SetConnectTimeout(3 * time.Second)
+	cl := paho.NewClient(o)
+	if tok := cl.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connecting as %s: %v", user, tok.Error())
+	}
+	t.Cleanup(func() { cl.Disconnect(100) })
+	return cl
+}

@@ -1,0 +1,257 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func status(state string, session uint64, ts time.Time) []byte {
+	b, _ := json.Marshal(map[string]any{"v": 1, "state": state, "session": session, "ts": ts, "site": "plant-7",
+		"checks": map[string]any{"total": 1, "healthy": 1, "items": []any{}}})
+	return b
+}
+
+func will(session uint64) []byte {
+	return []byte(fmt.Sprintf(`{"v":1,"state":"lost","session":%d}`, session))
+}
+
+func event(id, kind, target string, ts time.Time, extra map[string]any) []byte {
+	m := map[string]any{"v": 1, "node": "n1", "site": "plant-7", "id": id, "ts": ts, "kind": kind, "target": target, "summary": kind + " " + target}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func msg(topic string, payload []byte, at time.Time) Message {
+	return Message{Topic: "edgeheal/v1/n1/" + topic, Payload: payload, Received: at}
+}
+
+func TestStatusOrdering(t *testing.T) {
+	tests := []struct {
+		name  string
+		msgs  []Message
+		want  []Result
+		state string
+	}{
+		{"a first status is applied", []Message{msg("status", status("online", 5, t0), t0)}, []Result{Applied}, "online"},
+		{"the Will of the current session makes the node lost",
+			[]Message{msg("status", status("online", 5, t0), t0), msg("status", will(5), t0.Add(time.Minute))},
+			[]Result{Applied, Applied}, "lost"},
+		{"a late Will of an older session is stale",
+			[]Message{msg("status", status("online", 6, t0), t0), msg("status", will(5), t0.Add(time.Second))},
+			[]Result{Applied, Stale}, "online"},
+		{"a status of the old session after its Will is stale",
+			[]Message{msg("status", will(5), t0), msg("status", status("online", 5, t0.Add(-time.Second)), t0.Add(time.Second))},
+			[]Result{Applied, Stale}, "lost"},
+		{"a higher session revives a lost node",
+			[]Message{msg("status", will(5), t0), msg("status", status("online", 6, t0.Add(time.Second)), t0.Add(time.Second))},
+			[]Result{Applied, Applied}, "online"},
+		{"the same status twice is a duplicate",
+			[]Message{msg("status", status("online", 5, t0), t0), msg("status", status("online", 5, t0), t0.Add(time.Second))},
+			[]Result{Applied, Duplicate}, "online"},
+		{"an older status of the same session is stale",
+			[]Message{msg("status", status("degraded", 5, t0), t0), msg("status", status("online", 5, t0.Add(-time.Minute)), t0)},
+			[]Result{Applied, Stale}, "degraded"},
+		{"a payload of another version is invalid",
+			[]Message{msg("status", []byte(`{"v":2,"state":"online","session":1}`), t0)}, []Result{Invalid}, ""},
+		{"a topic outside the prefix is invalid",
+			[]Message{{Topic: "other/n1/status", Payload: status("online", 1, t0), Received: t0}}, []Result{Invalid}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore("edgeheal/v1")
+			var got []Result
+			for _, m := range tt.msgs {
+				got = append(got, s.Apply(m))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+			d, _ := s.Detail("n1", t0)
+			if d.State != tt.state {
+				t.Errorf("state = %q, want %q", d.State, tt.state)
+			}
+		})
+	}
+}
+
+func TestSinceAndLastSeen(t *testing.T) {
+	s := NewStore("edgeheal/v1")
+	retained := msg("status", status("online", 5, t0.Add(-3*time.Minute)), t0)
+	retained.Retained = true
+	s.Apply(retained)
+	s.Apply(msg("status", status("online", 5, t0.Add(time.Minute)), t0.Add(time.Minute)))
+	s.Apply(msg("status", will(5), t0.Add(2*time.Minute)))
+	d, _ := s.Detail("n1", t0)
+	if !d.Since.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("since = %v, want the Will's arrival", d.Since)
+	}
+	if !d.LastSeen.Equal(t0.Add(time.Minute)) {
+		t.Errorf("last seen = %v, want the last live status (a Will is not the node speaking)", d.LastSeen)
+	}
+}
+
+func TestEventsDeduplicatedByIDAndSeq(t *testing.T) {
+	seq := func(session, n uint64) map[string]any { return map[string]any{"session": session, "seq": n} }
+	tests := []struct {
+		name string
+		msgs [][]byte
+		want []Result
+	}{
+		{"an id seen before is a duplicate", [][]byte{
+			event("a", "action", "wg0/k", t0, nil), event("a", "action", "wg0/k", t0, nil)}, []Result{Applied, Duplicate}},
+		{"without seq, distinct ids are applied in any order", [][]byte{
+			event("b", "action", "wg0/k", t0.Add(time.Second), nil), event("a", "action", "wg0/k", t0, nil)}, []Result{Applied, Applied}},
+		{"a replayed seq with a new id is stale", [][]byte{
+			event("a", "action", "t", t0, seq(3, 7)), event("b", "action", "t", t0, seq(3, 7))}, []Result{Applied, Stale}},
+		{"a lower seq of the same session is stale", [][]byte{
+			event("a", "action", "t", t0, seq(3, 8)), event("b", "action", "t", t0, seq(3, 2))}, []Result{Applied, Stale}},
+		{"a higher session restarts the sequence", [][]byte{
+			event("a", "action", "t", t0, seq(3, 8)), event("b", "action", "t", t0, seq(4, 1))}, []Result{Applied, Applied}},
+		{"an older session after a newer one is stale", [][]byte{
+			event("a", "action", "t", t0, seq(4, 1)), event("b", "action", "t", t0, seq(3, 9))}, []Result{Applied, Stale}},
+		{"seq without session still orders", [][]byte{
+			event("a", "action", "t", t0, map[string]any{"seq": 5}), event("b", "action", "t", t0, map[string]any{"seq": 4})}, []Result{Applied, Stale}},
+		{"seq without session starts again once the node's status has a higher session", [][]byte{
+			event("a", "action", "t", t0, map[string]any{"seq": 5}), status("online", 9, t0), event("b", "action", "t", t0, map[string]any{"seq": 1})},
+			[]Result{Applied, Applied, Applied}},
+		{"an event without an id is invalid", [][]byte{[]byte(`{"v":1,"kind":"action"}`)}, []Result{Invalid}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore("edgeheal/v1")
+			var got []Result
+			for _, p := range tt.msgs {
+				topic := "event"
+				if strings.Contains(string(p), `"state"`) {
+					topic = "status"
+				}
+				got = append(got, s.Apply(msg(topic, p, t0)))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestIncidents(t *testing.T) {
+	peerDown := func(state string, healthy bool, ts time.Time) []byte {
+		b, _ := json.Marshal(map[string]any{"v": 1, "state": "degraded", "session": 1, "ts": ts,
+			"checks": map[string]any{"total": 1, "items": []any{map[string]any{
+				"kind": "peer", "target": "wg0/k", "state": state, "healthy": healthy, "since": t0}}}})
+		return b
+	}
+	tests := []struct {
+		name string
+		msgs []Message
+		want []Incident
+	}{
+		{"an incident event opens one", []Message{msg("event", event("a", "incident", "wg0/k", t0, nil), t0)},
+			[]Incident{{Target: "wg0/k", Kind: "peer", Opened: t0, Summary: "incident wg0/k"}}},
+		{"recovered closes it", []Message{
+			msg("event", event("a", "incident", "wg0/k", t0, nil), t0),
+			msg("event", event("b", "recovered", "wg0/k", t0.Add(time.Minute), nil), t0.Add(time.Minute))}, nil},
+		{"gave-up marks it", []Message{
+			msg("event", event("a", "incident", "wg0/k", t0, nil), t0),
+			msg("event", event("b", "gave-up", "wg0/k", t0.Add(time.Minute), nil), t0.Add(time.Minute))},
+			[]Incident{{Target: "wg0/k", Kind: "peer", Opened: t0, Summary: "incident wg0/k", GaveUp: true}}},
+		{"a workload's incident is of kind workload", []Message{msg("event", event("a", "incident", "telemetry", t0, nil), t0)},
+			[]Incident{{Target: "telemetry", Kind: "workload", Opened: t0, Summary: "incident telemetry"}}},
+		{"an unhealthy peer in the status opens one when no event was seen", []Message{
+			msg("status", peerDown("down", false, t0.Add(time.Second)), t0)},
+			[]Incident{{Target: "wg0/k", Kind: "peer", Opened: t0, Summary: "peer wg0/k down: ", FromStatus: true}}},
+		{"a healthy check in a newer status closes it", []Message{
+			msg("event", event("a", "incident", "wg0/k", t0, nil), t0),
+			msg("status", peerDown("ok", true, t0.Add(time.Minute)), t0.Add(time.Minute))}, nil},
+		{"a healthy check in an older status does not", []Message{
+			msg("event", event("a", "incident", "wg0/k", t0, nil), t0),
+			msg("status", peerDown("ok", true, t0.Add(-time.Minute)), t0)},
+			[]Incident{{Target: "wg0/k", Kind: "peer", Opened: t0, Summary: "incident wg0/k"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore("edgeheal/v1")
+			for _, m := range tt.msgs {
+				s.Apply(m)
+			}
+			d, _ := s.Detail("n1", t0)
+			if len(d.Incidents) == 0 {
+				d.Incidents = nil
+			}
+			if diff := cmp.Diff(tt.want, d.Incidents); diff != "" {
+				t.Errorf("incidents (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHistoryIsBoundedAndInTimeOrder(t *testing.T) {
+	s := NewStore("edgeheal/v1")
+	for i := range keepEvents + 20 {
+		// Arrive in reverse: the page still lists them oldest first.
+		ts := t0.Add(-time.Duration(i) * time.Minute)
+		s.Apply(msg("event", event(fmt.Sprint(i), "action", "wg0/k", ts, nil), t0))
+	}
+	d, _ := s.Detail("n1", t0)
+	if len(d.Events) != keepEvents || len(d.Actions) != keepActions {
+		t.Fatalf("kept %d events and %d actions, want %d and %d", len(d.Events), len(d.Actions), keepEvents, keepActions)
+	}
+	for i := 1; i < len(d.Events); i++ {
+		if d.Events[i].TS.Before(d.Events[i-1].TS) {
+			t.Fatalf("events out of order at %d: %v before %v", i, d.Events[i].TS, d.Events[i-1].TS)
+		}
+	}
+	if !d.Events[len(d.Events)-1].TS.Equal(t0) {
+		t.Errorf("the newest event was dropped")
+	}
+	// Counts cover 24 h: 70 events one minute apart are all in.
+	if d.Counts["action"] != keepEvents+20 {
+		t.Errorf("counts = %v, want %d actions", d.Counts, keepEvents+20)
+	}
+	later, _ := s.Detail("n1", t0.Add(25*time.Hour))
+	if later.Counts["action"] != 0 {
+		t.Errorf("counts 25 h later = %v, want none", later.Counts)
+	}
+}
+
+func TestEmptyRetainedStatusRemovesTheNode(t *testing.T) {
+	s := NewStore("edgeheal/v1")
+	s.Apply(msg("status", status("online", 1, t0), t0))
+	if got := s.Apply(msg("status", nil, t0)); got != Removed {
+		t.Fatalf("empty status: %s, want removed", got)
+	}
+	if _, ok := s.Detail("n1", t0); ok {
+		t.Error("node still known")
+	}
+}
+
+func TestHealthCountsLagOnlyForLiveMessages(t *testing.T) {
+	s := NewStore("edgeheal/v1")
+	old := msg("status", status("online", 1, t0.Add(-time.Hour)), t0)
+	old.Retained = true
+	s.Apply(old)
+	s.Apply(msg("event", event("a", "action", "wg0/k", t0.Add(-1500*time.Millisecond), nil), t0))
+	h := s.Health(t0)
+	if h.LagSeconds != 1.5 {
+		t.Errorf("lag = %v, want 1.5 (the retained status's age is not lag)", h.LagSeconds)
+	}
+	if h.MessageRate != 0.2 {
+		t.Errorf("rate = %v, want 2 messages / 10 s", h.MessageRate)
+	}
+	if h.Messages["status/applied"] != 1 || h.Events["action"] != 1 {
+		t.Errorf("counters = %v %v", h.Messages, h.Events)
+	}
+	if h := s.Health(t0.Add(time.Minute)); h.LagSeconds != 0 || h.MessageRate != 0 {
+		t.Errorf("a minute later: lag %v rate %v, want 0 (window of 10 s)", h.LagSeconds, h.MessageRate)
+	}
+}
