@@ -69,10 +69,14 @@ type ladderGuards struct {
 	// packets from the peer arrive. "" for none.
 	Evidence string
 	// SettleUntil: the uplink or the host path just came back, and until
-	// then WireGuard may resume by itself (a session that survived resumes
-	// at once, an expired one at its next handshake, within
-	// REKEY_TIMEOUT): a disruptive rung now would only delay that.
+	// then a session that survived resumes by itself, at once: a
+	// disruptive rung now would only throw it away.
 	SettleUntil time.Time
+	// SessionValid: the peer has a session WireGuard can still use (a
+	// handshake within REJECT_AFTER_TIME). Without one a forced handshake
+	// discards nothing, and after an outage it starts the new session now
+	// rather than at WireGuard's next retry (up to REKEY_TIMEOUT later).
+	SessionValid bool
 	ClockOK     bool   // the clock lets handshakes through
 	ClockSoft   bool   // only unsynchronised: handshake and reresolve may run, bounce and restart-unit are held
 	ClockCause  string // why not
@@ -112,8 +116,9 @@ type ladderStep struct {
 // address is silent) need nothing more. A host path that answered before
 // and is silent now is an uplink outage: the session survives it (keys
 // stay valid for 180 s) and a forced handshake would only throw it away.
-// A path that just came back gets SettleUntil for WireGuard to resume by
-// itself. A path that is unknown (never answered, or silent while the
+// A path that just came back gets SettleUntil for a surviving session to
+// resume by itself; a peer whose session expired during the outage gets
+// its handshake at once. A path that is unknown (never answered, or silent while the
 // tunnel worked) holds too, unless something shows that packets get
 // through (Evidence). A clock that stepped back holds the disruptive
 // rungs (they would only send more handshakes the peer drops); an
@@ -141,7 +146,7 @@ func ladderDecide(t configs.Tunnel, from int, g ladderGuards, b *actionBudget, n
 		switch {
 		case g.Path == pathDown:
 			return hold(holdUplink, "uplink outage: "+g.PathCause)
-		case now.Before(g.SettleUntil):
+		case now.Before(g.SettleUntil) && g.SessionValid:
 			return hold(holdSettle, fmt.Sprintf("uplink back: WireGuard resumes by itself if it can (%s more)", g.SettleUntil.Sub(now).Round(time.Second)))
 		case g.Path != pathWorks && g.Evidence == "":
 			return hold(holdPath, g.PathCause+"; waiting for WireGuard: a session that survived resumes by itself")

@@ -17,7 +17,7 @@ func TestLadderDecide(t *testing.T) {
 	order := []string{"reassert", "handshake", "reresolve", "bounce", "restart-unit"}
 	full := configs.Tunnel{Interface: "wg0", Heal: order, EndpointHost: "hub.example.net", Unit: "wg-quick@wg0.service"}
 	bare := configs.Tunnel{Interface: "wg0", Heal: order}
-	fine := ladderGuards{UplinkOK: true, Path: pathWorks, ClockOK: true}
+	fine := ladderGuards{UplinkOK: true, Path: pathWorks, SessionValid: true, ClockOK: true}
 	with := func(g ladderGuards, fn func(*ladderGuards)) ladderGuards { fn(&g); return g }
 	fresh := func() *actionBudget { return newActionBudget(3, time.Hour, 30*time.Second) }
 	spentAt := func(secs ...int) func() *actionBudget {
@@ -88,6 +88,11 @@ func TestLadderDecide(t *testing.T) {
 			name: "a path that just came back lets WireGuard resume by itself first",
 			t:    full, from: 1, g: with(fine, func(g *ladderGuards) { g.SettleUntil = t0.Add(5 * time.Second) }), budget: fresh,
 			want: ladderStep{Index: 1, Rung: "handshake", HoldKind: holdSettle, Hold: "uplink back: WireGuard resumes by itself if it can (5s more)"},
+		},
+		{
+			name: "a path that just came back, with the session expired during the outage: the handshake at once, nothing to lose",
+			t:    full, from: 1, g: with(fine, func(g *ladderGuards) { g.SettleUntil, g.SessionValid = t0.Add(5*time.Second), false }), budget: fresh,
+			want: ladderStep{Index: 1, Rung: "handshake"},
 		},
 		{
 			name: "after the grace the ladder acts",

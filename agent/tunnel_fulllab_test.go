@@ -19,8 +19,9 @@ import (
 // session survives it) and 190 s (longer than a session's 180 s), with the
 // host path to the cloud's endpoint learnt in the background or unknown
 // (the cloud drops ICMP): the dark tunnel is reported and nothing
-// disruptive touches it, because WireGuard alone brings it back when the
-// path returns (docs/lab.md), sooner than any forced handshake could. A
+// disruptive touches it during the block, because WireGuard's session
+// survives a short one and resumes at once when the path returns
+// (docs/lab.md), sooner than any forced handshake could. A
 // hub that lost its sessions while the path works is the case a forced
 // handshake is for: that one the monitor repairs in seconds.
 func TestLabTunnelMonitorDoesNoHarmDuringAModemBlackhole(t *testing.T) {
@@ -52,11 +53,14 @@ func TestLabTunnelMonitorDoesNoHarmDuringAModemBlackhole(t *testing.T) {
 			t.Logf("%s blackhole: detected after %s, held as %q; peer healthy %s after the path returned (%s); telemetry after the path returned: %s",
 				tc.hole, inc.Time.Sub(darkAt).Round(time.Millisecond), held.Summary,
 				rec.Time.Sub(back).Round(time.Millisecond), rec.Summary, telemetryBack(l, back))
-			if !strings.Contains(rec.Summary, "recovered by itself") {
+			// A 20 s block leaves the session valid: it resumes by itself. After
+			// 190 s it has expired, and a handshake forced as soon as the path
+			// answers again discards nothing and beats WireGuard's next retry.
+			if tc.hole < 180*time.Second && !strings.Contains(rec.Summary, "recovered by itself") {
 				t.Errorf("recovered %q, want by itself", rec.Summary)
 			}
 			for _, ev := range evs.all() {
-				if ev.Kind == "action" && ev.Action != "keepalive" && ev.Action != "reassert" && !ev.Time.Before(darkAt) {
+				if ev.Kind == "action" && ev.Action != "keepalive" && ev.Action != "reassert" && !ev.Time.Before(darkAt) && ev.Time.Before(back) {
 					t.Errorf("a disruptive action during an uplink outage: %+v", ev)
 				}
 			}

@@ -161,6 +161,7 @@ func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 		}
 		m.uplinks[target] = g
 	}
+	g.SessionValid = !p.sig.handshake.IsZero() && m.os.Clock.Now().Sub(p.sig.handshake) < wgRejectAfterTime
 	switch {
 	case m.nudged != "":
 		g.Evidence = "right after " + m.nudged
