@@ -77,9 +77,9 @@ type ladderGuards struct {
 	// discards nothing, and after an outage it starts the new session now
 	// rather than at WireGuard's next retry (up to REKEY_TIMEOUT later).
 	SessionValid bool
-	ClockOK     bool   // the clock lets handshakes through
-	ClockSoft   bool   // only unsynchronised: handshake and reresolve may run, bounce and restart-unit are held
-	ClockCause  string // why not
+	ClockOK      bool   // the clock lets handshakes through
+	ClockSoft    bool   // only unsynchronised: handshake and reresolve may run, bounce and restart-unit are held
+	ClockCause   string // why not
 }
 
 // Hold kinds: why the ladder waits instead of acting.
