@@ -47,7 +47,16 @@ func (m *testBroker) nodeConfig(t *testing.T, node, password string) configs.Rep
 		Username:     node,
 		PasswordFile: pwf,
 		TLS:          configs.TLS{CA: m.PKI.CAFile, Cert: cert, Key: key, ServerName: "broker.test"},
+		Reconnect:    fastReconnect,
 	}
+}
+
+// fastReconnect are reconnect limits for tests that are not about them:
+// quick checks and short backoffs, no start delay.
+var fastReconnect = configs.Reconnect{
+	ProbeInterval: configs.Duration(200 * time.Millisecond),
+	MinDelay:      configs.Duration(100 * time.Millisecond),
+	MaxDelay:      configs.Duration(500 * time.Millisecond),
 }
 
 // watcher is the cloud side: a persistent-session subscriber to every
@@ -84,7 +93,8 @@ func (m *testBroker) watchTLS(t *testing.T, password string, tc *tls.Config) *wa
 		SetUsername("watcher").SetPassword(password).
 		SetTLSConfig(tc).SetProtocolVersion(4).
 		SetCleanSession(false).SetAutoReconnect(true).SetMaxReconnectInterval(500 * time.Millisecond).
-		SetConnectTimeout(5 * time.Second).SetOrderMatters(false)
+		// In order: the tests check the order events arrive in.
+		SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
 	o.SetDefaultPublishHandler(w.handle)
 	w.c = paho.NewClient(o)
 	if tok := w.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {

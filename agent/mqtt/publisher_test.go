@@ -82,8 +82,7 @@ func newTestPublisher(t *testing.T, cfg configs.ReportMQTT, node, stateDir strin
 	p, err := NewPublisher(Options{
 		Config: cfg, Node: configs.Node{Name: node, Site: "plant-7"}, Version: "test-1.2.3",
 		Outbox: ob, Session: sess, Logger: log,
-		DialTimeout: 3 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
-		AckTimeout: 5 * time.Second, Window: 4,
+		DialTimeout: 3 * time.Second, AckTimeout: 5 * time.Second, Window: 4,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -448,7 +447,7 @@ func TestACLKeepsANodeOutOfAnotherNodesTopics(t *testing.T) {
 	defer ob.Close()
 	sess := OpenSession(t.TempDir(), nil)
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-e"}, Outbox: ob, Session: sess,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, DialTimeout: 3 * time.Second})
+		DialTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,8 +598,7 @@ func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
 	defer ob.Close()
 	sess := OpenSession(stateDir, nil)
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-i"}, Outbox: ob, Session: sess,
-		DialTimeout: 2 * time.Second, AckTimeout: 300 * time.Millisecond,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+		DialTimeout: 2 * time.Second, AckTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
