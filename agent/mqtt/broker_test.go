@@ -26,7 +26,7 @@ type testBroker struct {
 	*mosquitto.Broker
 }
 
-func newMosquitto(t *testing.T, users map[string]string) *testBroker {
+func newMosquitto(t testing.TB, users map[string]string) *testBroker {
 	t.Helper()
 	acl := "user watcher\ntopic read " + testPrefix + "/#\n\npattern readwrite " + testPrefix + "/%u/#\n"
 	return &testBroker{mosquitto.New(t, mosquitto.Options{Users: users, TLS: true, RequireCertificate: true, ACL: acl, Persistence: true})}
@@ -37,7 +37,7 @@ func (m *testBroker) URL() string  { return m.TLSURL() }
 
 // nodeConfig is the report.mqtt config of node, with its own client
 // certificate and password file.
-func (m *testBroker) nodeConfig(t *testing.T, node, password string) configs.ReportMQTT {
+func (m *testBroker) nodeConfig(t testing.TB, node, password string) configs.ReportMQTT {
 	t.Helper()
 	cert, key := m.PKI.Issue(t, node, false)
 	pwf := m.PasswordFile(t, node, password)
@@ -75,7 +75,7 @@ func (w *watcher) handle(_ paho.Client, msg paho.Message) {
 	w.status <- msg
 }
 
-func (m *testBroker) watch(t *testing.T, password string) *watcher {
+func (m *testBroker) watch(t testing.TB, password string) *watcher {
 	t.Helper()
 	cert, key := m.PKI.Issue(t, "watcher", false)
 	tc, err := configs.TLS{CA: m.PKI.CAFile, Cert: cert, Key: key, ServerName: "broker.test"}.ClientConfig("127.0.0.1")
@@ -85,7 +85,13 @@ func (m *testBroker) watch(t *testing.T, password string) *watcher {
 	return m.watchTLS(t, password, tc)
 }
 
-func (m *testBroker) watchTLS(t *testing.T, password string, tc *tls.Config) *watcher {
+func (m *testBroker) watchTLS(t testing.TB, password string, tc *tls.Config) *watcher {
+	t.Helper()
+	return m.watchWith(t, password, tc, func(*paho.ClientOptions) {})
+}
+
+// watchWith is watchTLS with changes to the client's options.
+func (m *testBroker) watchWith(t testing.TB, password string, tc *tls.Config, opt func(*paho.ClientOptions)) *watcher {
 	t.Helper()
 	w := &watcher{status: make(chan paho.Message, 1000), events: make(chan paho.Message, 10000)}
 	o := paho.NewClientOptions().AddBroker(m.URL()).
@@ -96,6 +102,7 @@ func (m *testBroker) watchTLS(t *testing.T, password string, tc *tls.Config) *wa
 		// In order: the tests check the order events arrive in.
 		SetConnectTimeout(5 * time.Second).SetOrderMatters(true)
 	o.SetDefaultPublishHandler(w.handle)
+	opt(o)
 	w.c = paho.NewClient(o)
 	if tok := w.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("watcher connect: %v\n%s", tok.Error(), m.Log())

@@ -31,7 +31,7 @@ type arrival struct {
 
 // nextEvents reads event messages until every id in want arrived (or 30 s
 // passed) and a quiet 300 ms followed, and returns them in arrival order.
-func (w *watcher) nextEvents(t *testing.T, want []string) []arrival {
+func (w *watcher) nextEvents(t testing.TB, want []string) []arrival {
 	t.Helper()
 	missing := map[string]bool{}
 	for _, id := range want {
