@@ -108,14 +108,15 @@ type kicked struct {
 	inRow int
 }
 
-// ended records how a connection ended: lost (closed by the broker or the
-// path, not by the agent) after up. It reports whether the condition
+// ended records how a connection ended after up: closed by a broker that
+// still answers (closed), or otherwise. It reports whether the condition
 // starts now (the count reached kickedAfter) and whether it ended (a
-// connection lasted kickedWithin after it had started). A connection the
-// agent ended early itself changes nothing.
-func (k *kicked) ended(lost bool, up time.Duration) (started, ended bool) {
+// connection lasted kickedWithin after it had started). A short connection
+// that ended otherwise (the agent aborted it, the broker went away)
+// changes nothing.
+func (k *kicked) ended(closed bool, up time.Duration) (started, ended bool) {
 	switch {
-	case lost && up < kickedWithin:
+	case closed && up < kickedWithin:
 		k.inRow++
 		return k.inRow == kickedAfter, false
 	case up >= kickedWithin:

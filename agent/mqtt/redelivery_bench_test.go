@@ -43,18 +43,28 @@ func redeliveryTrialsRun(b *testing.B) []time.Duration {
 	m := newMosquitto(b, map[string]string{"node-r": "pw-r", "watcher": "pw-w"})
 	m.Start()
 	w := m.fastWatcher(b, "pw-w")
-	stateDir := b.TempDir()
-	ob, err := outbox.Open(stateDir, outbox.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ob.Close()
 	cfg := m.nodeConfig(b, "node-r", "pw-r")
 	cfg.Reconnect = configs.Reconnect{ // the shipped defaults (configs/defaults.yaml)
 		ProbeInterval: configs.Duration(2 * time.Second), ConnectJitter: configs.Duration(500 * time.Millisecond),
 		MinDelay: configs.Duration(time.Second), MaxDelay: configs.Duration(2 * time.Minute),
 		StableAfter: configs.Duration(time.Minute), StartJitter: configs.Duration(2 * time.Second),
 	}
+	var took []time.Duration
+	for trial := range redeliveryTrials {
+		took = append(took, redeliveryTrial(b, m, w, cfg, fmt.Sprintf("trial%02d", trial)))
+	}
+	return took
+}
+
+// redeliveryTrial is one outage, with a publisher of its own: each trial
+// is a first outage after a connection that lasted, as in the field.
+func redeliveryTrial(b *testing.B, m *testBroker, w *watcher, cfg configs.ReportMQTT, name string) time.Duration {
+	stateDir := b.TempDir()
+	ob, err := outbox.Open(stateDir, outbox.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ob.Close()
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-r"}, Outbox: ob, Session: OpenSession(stateDir, nil)})
 	if err != nil {
 		b.Fatal(err)
@@ -64,29 +74,24 @@ func redeliveryTrialsRun(b *testing.B) []time.Duration {
 	go func() { done <- p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	waitUntil(b, 30*time.Second, "the first connect", p.Connected)
-	var took []time.Duration
-	for trial := range redeliveryTrials {
-		m.Stop()
-		ids := eventIDs(fmt.Sprintf("trial%02d", trial), 20)
-		for _, id := range ids {
-			if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
-				b.Fatal(err)
-			}
+	m.Stop()
+	ids := eventIDs(name, 20)
+	for _, id := range ids {
+		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+			b.Fatal(err)
 		}
-		time.Sleep(8 * time.Second)
-		m.Start()
-		back := time.Now()
-		got := w.nextEvents(b, ids)
-		last := back
-		for _, a := range got {
-			if slices.Contains(ids, a.msg.ID) && a.at.After(last) {
-				last = a.at
-			}
-		}
-		took = append(took, last.Sub(back))
-		waitUntil(b, 30*time.Second, "the outbox to empty", func() bool { return ob.Depth() == 0 })
 	}
-	return took
+	time.Sleep(8 * time.Second)
+	m.Start()
+	back := time.Now()
+	last := back
+	for _, a := range w.nextEvents(b, ids) {
+		if slices.Contains(ids, a.msg.ID) && a.at.After(last) {
+			last = a.at
+		}
+	}
+	waitUntil(b, 30*time.Second, "the outbox to empty", func() bool { return ob.Depth() == 0 })
+	return last.Sub(back)
 }
 
 // quantile of sorted durations, nearest rank.

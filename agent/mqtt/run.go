@@ -52,7 +52,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 				p.setErr(err)
 				p.log.Warn("mqtt connection lost", "session", session, "up_seconds", up.Seconds(), "err", err)
 			}
-			p.ended(up, errors.Is(err, errLost))
+			// A connection the broker closed soon after accepting it, while
+			// it still answers: taken over, or refused (see kicked). One
+			// that went with the broker (a restart) is neither.
+			kick := errors.Is(err, errLost) && up < kickedWithin && p.check(ctx)
+			p.ended(up, kick)
 		}
 		if !p.awaitBroker(ctx) {
 			return nil
@@ -62,14 +66,15 @@ func (p *Publisher) Run(ctx context.Context) error {
 }
 
 // ended feeds the end of a full connect (up < 0: it failed) to the
-// backoff and the closed-after-connect count, and reports that condition
-// when it starts and when it ends.
-func (p *Publisher) ended(up time.Duration, lost bool) {
+// backoff and the closed-after-connect count (kick: the broker closed it
+// soon and still answers), and reports that condition when it starts and
+// when it ends.
+func (p *Publisher) ended(up time.Duration, kick bool) {
 	p.mu.Lock()
 	p.retry.ended(time.Now(), up, rand.Float64())
 	var started, over bool
 	if up >= 0 {
-		started, over = p.kicked.ended(lost, up)
+		started, over = p.kicked.ended(kick, up)
 	}
 	n := p.kicked.inRow
 	p.mu.Unlock()
