@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -105,5 +106,21 @@ func TestKickedStartsAfterThreeShortLostConnectionsAndEndsWithOneThatLasts(t *te
 				t.Errorf("started at %d, ended at %d; want %d and %d", started, ended, tt.startedAt, tt.endsAt)
 			}
 		})
+	}
+}
+
+func TestSuggestsThePathIsBack(t *testing.T) {
+	for _, tt := range []struct {
+		e    agent.Event
+		want bool
+	}{
+		{agent.Event{Kind: "recovered", Target: "wg0/AbCd"}, true},
+		{agent.Event{Kind: agent.EventOffloadDrift, Target: "wwan0"}, true},
+		{agent.Event{Kind: "incident", Target: "wg0/AbCd"}, false},
+		{agent.Event{Kind: "action", Target: "wg0/AbCd", Action: "handshake"}, false},
+	} {
+		if got := SuggestsThePathIsBack(tt.e); got != tt.want {
+			t.Errorf("%s %s: %v, want %v", tt.e.Kind, tt.e.Target, got, tt.want)
+		}
 	}
 }

@@ -196,3 +196,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// SuggestsThePathIsBack reports whether an event of the agent is a reason
+// for a disconnected publisher to check the broker at once (TryNow): a
+// tunnel, workload or the outbox recovered, or an uplink came back (the
+// offload guard found a re-plugged link with offload on again).
+func SuggestsThePathIsBack(e agent.Event) bool {
+	return e.Kind == "recovered" || e.Kind == agent.EventOffloadDrift
+}
