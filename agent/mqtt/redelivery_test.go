@@ -481,3 +481,29 @@ func (m *testBroker) client(t *testing.T, clientID, user, password string, onLos
 	}
 	return c
 }
+
+// A publisher with a link watcher that cannot connect for want of a file
+// still returns from Run (the supervisor retries it).
+func TestPublisherWithLinksReturnsItsSetupError(t *testing.T) {
+	dir := t.TempDir()
+	ob, err := outbox.Open(dir, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	p, err := NewPublisher(Options{Config: configs.ReportMQTT{Broker: "ssl://127.0.0.1:1", TLS: configs.TLS{CA: dir + "/missing-ca.pem"}},
+		Node: configs.Node{Name: "n"}, Outbox: ob, Session: OpenSession(dir, nil), Links: newFakeLinks()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "missing-ca.pem") {
+			t.Errorf("Run = %v, want the missing CA", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return its set-up error")
+	}
+}

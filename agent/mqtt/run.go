@@ -21,8 +21,9 @@ import (
 // here (awaitBroker); a TLS or password file that cannot be read is the
 // error Run returns.
 func (p *Publisher) Run(ctx context.Context) error {
-	stopWatch := p.watchLinks(ctx)
-	defer stopWatch()
+	wctx, cancel := context.WithCancel(ctx)
+	stopWatch := p.watchLinks(wctx)
+	defer func() { cancel(); stopWatch() }() // also when Run fails
 	p.tick()
 	p.setWaiting("first connect after a start delay of up to " + p.reconnect.StartJitter.String())
 	if !sleep(ctx, spread(p.reconnect.StartJitter.D(), rand.Float64())) {
