@@ -17,7 +17,7 @@ import (
 
 var (
 	fleetNodes   = flag.Int("fleet.nodes", 2000, "publishers in the fleet simulation (10000 for the large fleet)")
-	fleetResults = flag.String("fleet.results", "", "write the report to this directory (bench/results) as fleet-<time>.{json,md} and fleet.{json,md}")
+	fleetResults = flag.String("fleet.results", "", "write the report to this directory (bench/results) as fleet-<nodes>-<time>.{json,md} and fleet-<nodes>.{json,md}")
 	fleetJitter  = flag.Duration("fleet.connect-jitter", 12*time.Second, "report.mqtt.reconnect.connect_jitter of the fleet setting")
 )
 

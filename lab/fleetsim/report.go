@@ -50,15 +50,20 @@ func (rep Report) Markdown() string {
 	return b.String()
 }
 
-// Write saves the report as fleet-<time>.{json,md} in dir, and as
-// fleet.{json,md}, the latest.
+// Write saves the report as fleet-<nodes>-<time>.{json,md} in dir, and as
+// fleet-<nodes>.{json,md}, the latest for that fleet size.
 func (rep Report) Write(dir string) error {
 	j, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
+	nodes := 0
+	if len(rep.Results) > 0 {
+		nodes = rep.Results[0].Nodes
+	}
+	base := fmt.Sprintf("fleet-%d", nodes)
 	stamp := rep.Date.UTC().Format("20060102T150405Z")
-	for _, name := range []string{"fleet-" + stamp, "fleet"} {
+	for _, name := range []string{base + "-" + stamp, base} {
 		if err := os.WriteFile(filepath.Join(dir, name+".json"), append(j, '\n'), 0o644); err != nil {
 			return err
 		}
