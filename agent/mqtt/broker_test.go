@@ -7,12 +7,17 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 )
@@ -49,6 +54,53 @@ func (m *testBroker) nodeConfig(t testing.TB, node, password string) configs.Rep
 		TLS:          configs.TLS{CA: m.PKI.CAFile, Cert: cert, Key: key, ServerName: "broker.test"},
 		Reconnect:    fastReconnect,
 	}
+}
+
+// proxy forwards TCP from its listener to target: what the client sends
+// as it is, what the broker sends through back (given the connection's
+// number, from 1), which returns when either side is done.
+type proxy struct {
+	ln    net.Listener
+	conns atomic.Int32
+	wg    sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string, back func(client, broker net.Conn, n int32)) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			n := p.conns.Add(1)
+			p.wg.Go(func() { io.Copy(b, c); b.Close(); c.Close() })
+			p.wg.Go(func() { back(c, b, n); b.Close(); c.Close() })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+// openOutbox opens an outbox in dir, closed when the test ends.
+func openOutbox(t testing.TB, dir string) *outbox.Outbox {
+	t.Helper()
+	ob, err := outbox.Open(dir, outbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	return ob
 }
 
 // fastReconnect are reconnect limits for tests that are not about them:

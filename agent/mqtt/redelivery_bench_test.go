@@ -10,7 +10,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -60,11 +59,7 @@ func redeliveryTrialsRun(b *testing.B) []time.Duration {
 // is a first outage after a connection that lasted, as in the field.
 func redeliveryTrial(b *testing.B, m *testBroker, w *watcher, cfg configs.ReportMQTT, name string) time.Duration {
 	stateDir := b.TempDir()
-	ob, err := outbox.Open(stateDir, outbox.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ob.Close()
+	ob := openOutbox(b, stateDir)
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-r"}, Outbox: ob, Session: OpenSession(stateDir, nil)})
 	if err != nil {
 		b.Fatal(err)

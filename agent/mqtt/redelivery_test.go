@@ -9,14 +9,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
@@ -110,11 +108,7 @@ func TestMQTTDeliversEveryEventOnceInOrderAfterAMinuteOfBrokerOutage(t *testing.
 	m.Start()
 	w := m.watch(t, "pw-w")
 	stateDir := t.TempDir()
-	ob, err := outbox.Open(stateDir, outbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ob.Close()
+	ob := openOutbox(t, stateDir)
 	cfg := m.nodeConfig(t, "node-o", "pw-o")
 	cfg.Reconnect = configs.Reconnect{} // the defaults, as shipped
 	p := newTestPublisher(t, cfg, "node-o", stateDir, ob, nil)
@@ -145,36 +139,14 @@ func TestMQTTDeliversEveryEventOnceInOrderAfterAMinuteOfBrokerOutage(t *testing.
 // first connection only, swallows the dropAt-th PUBACK the broker sends:
 // the broker has the message, the client never hears so.
 type dropAckProxy struct {
-	ln     net.Listener
+	*proxy
 	dropAt int
-	conns  atomic.Int32
-	wg     sync.WaitGroup
 }
 
 func newDropAckProxy(t *testing.T, target string, dropAt int) *dropAckProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropAckProxy{ln: ln, dropAt: dropAt}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			first := p.conns.Add(1) == 1
-			p.wg.Go(func() { io.Copy(b, c); b.Close(); c.Close() })
-			p.wg.Go(func() { p.forward(c, b, first); b.Close(); c.Close() })
-		}
-	})
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	p := &dropAckProxy{dropAt: dropAt}
+	p.proxy = newProxy(t, target, func(c, b net.Conn, n int32) { p.forward(c, b, n == 1) })
 	return p
 }
 
@@ -234,11 +206,7 @@ func TestMQTTSendsAPartlyAcknowledgedWindowAgainFromItsFirstGap(t *testing.T) {
 	px := newDropAckProxy(t, b.PlainAddr, 4) // the first PUBACK is the status's
 	w := plainWatcher(t, b.PlainURL())
 	stateDir := t.TempDir()
-	ob, err := outbox.Open(stateDir, outbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ob.Close()
+	ob := openOutbox(t, stateDir)
 	want := eventIDs("window", 10)
 	for _, id := range want {
 		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
@@ -334,11 +302,7 @@ func TestMQTTAgentWhoseClientIDIsTakenOverStaysWithinItsRateAndSaysSo(t *testing
 	m := newMosquitto(t, map[string]string{"node-k": "pw-k", "taker": "pw-t", "watcher": "pw-w"})
 	m.Start()
 	stateDir := t.TempDir()
-	ob, err := outbox.Open(stateDir, outbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ob.Close()
+	ob := openOutbox(t, stateDir)
 	cfg := m.nodeConfig(t, "node-k", "pw-k")
 	cfg.Reconnect = configs.Reconnect{
 		ProbeInterval: configs.Duration(200 * time.Millisecond),
@@ -435,11 +399,7 @@ func (f *fakeLinks) send() { f.events <- probes.LinkEvent{DefaultRoute: true} }
 func TestMQTTChecksTheBrokerAtOnceOnALinkChange(t *testing.T) {
 	m := newMosquitto(t, map[string]string{"node-l": "pw-l", "watcher": "pw-w"})
 	stateDir := t.TempDir()
-	ob, err := outbox.Open(stateDir, outbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ob.Close()
+	ob := openOutbox(t, stateDir)
 	cfg := m.nodeConfig(t, "node-l", "pw-l")
 	cfg.Reconnect.ProbeInterval = configs.Duration(time.Hour)
 	links := newFakeLinks()
@@ -486,11 +446,7 @@ func (m *testBroker) client(t *testing.T, clientID, user, password string, onLos
 // still returns from Run (the supervisor retries it).
 func TestPublisherWithLinksReturnsItsSetupError(t *testing.T) {
 	dir := t.TempDir()
-	ob, err := outbox.Open(dir, outbox.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ob.Close()
+	ob := openOutbox(t, dir)
 	p, err := NewPublisher(Options{Config: configs.ReportMQTT{Broker: "ssl://127.0.0.1:1", TLS: configs.TLS{CA: dir + "/missing-ca.pem"}},
 		Node: configs.Node{Name: "n"}, Outbox: ob, Session: OpenSession(dir, nil), Links: newFakeLinks()})
 	if err != nil {

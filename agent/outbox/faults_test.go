@@ -35,6 +35,26 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// openClocked opens an outbox of 100 in a new directory on a fake clock.
+func openClocked(t *testing.T) (*Outbox, *fakeClock, string) {
+	t.Helper()
+	clock := newClock()
+	dir := t.TempDir()
+	o, err := Open(dir, Options{Max: 100, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o, clock, dir
+}
+
+// tickNow is one look of Run.
+func tickNow(o *Outbox) {
+	o.mu.Lock()
+	o.tick()
+	o.mu.Unlock()
+}
+
 func rec(t *testing.T, r record) []byte {
 	t.Helper()
 	b, err := encodeRecord(r)
@@ -199,13 +219,7 @@ func setHook(t *testing.T, h func(step string) error) {
 func TestOutboxCompactionFailureIsHealthNotALostEvent(t *testing.T) {
 	for _, failAt := range []string{"create", "write", "sync", "rename"} {
 		t.Run("failing at "+failAt, func(t *testing.T) {
-			clock := newClock()
-			dir := t.TempDir()
-			o, err := Open(dir, Options{Max: 100, Now: clock.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer o.Close()
+			o, clock, dir := openClocked(t)
 			attempts := 0
 			setHook(t, func(step string) error {
 				if step == "create" {
@@ -249,13 +263,7 @@ func TestOutboxCompactionFailureIsHealthNotALostEvent(t *testing.T) {
 // old, unlinked file, and only once the directory is synced (until then
 // they are kept in memory).
 func TestOutboxUsesTheNewLogWhenTheDirectorySyncAfterTheRenameFails(t *testing.T) {
-	clock := newClock()
-	dir := t.TempDir()
-	o, err := Open(dir, Options{Max: 100, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	o, clock, dir := openClocked(t)
 	renamed := false
 	setHook(t, func(step string) error {
 		switch step {
@@ -283,9 +291,7 @@ func TestOutboxUsesTheNewLogWhenTheDirectorySyncAfterTheRenameFails(t *testing.T
 	}
 	compactHook = nil
 	clock.Add(retryLast)
-	o.mu.Lock()
-	o.tick()
-	o.mu.Unlock()
+	tickNow(o)
 	if h := o.Health(); h.Degraded || o.MemoryOnly() != 0 {
 		t.Errorf("health after the directory synced: %+v, %d in memory only", h, o.MemoryOnly())
 	}
@@ -301,13 +307,7 @@ func TestOutboxUsesTheNewLogWhenTheDirectorySyncAfterTheRenameFails(t *testing.T
 // event in memory, queues an incident, never leaves a partial record in
 // the log, and once the disk works again everything is written, in order.
 func TestOutboxKeepsEventsInMemoryWhileTheLogCannotBeWritten(t *testing.T) {
-	clock := newClock()
-	dir := t.TempDir()
-	o, err := Open(dir, Options{Max: 100, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
+	o, clock, dir := openClocked(t)
 	for i := range 3 {
 		if err := o.Append(event(i)); err != nil {
 			t.Fatal(err)
@@ -343,9 +343,7 @@ func TestOutboxKeepsEventsInMemoryWhileTheLogCannotBeWritten(t *testing.T) {
 	o.mu.Unlock()
 	full.Close()
 	clock.Add(retryLast)
-	o.mu.Lock()
-	o.tick()
-	o.mu.Unlock()
+	tickNow(o)
 	if h := o.Health(); h.Degraded || o.MemoryOnly() != 0 {
 		t.Errorf("after the disk recovered: health %+v, %d in memory only", h, o.MemoryOnly())
 	}

@@ -100,9 +100,7 @@ func TestHelperFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Add(retryLast)
-	ob.mu.Lock()
-	ob.tick()
-	ob.mu.Unlock()
+	tickNow(ob)
 	if ob.MemoryOnly() != 0 {
 		t.Fatalf("%d events still only in memory after space returned: %+v", ob.MemoryOnly(), ob.Health())
 	}
