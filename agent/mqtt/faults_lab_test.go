@@ -43,8 +43,25 @@ func corruptRecord(t *testing.T, stateDir string, n int) {
 // every later one reaches the cloud, in order, and one incident event says
 // what happened.
 func TestMQTTDeliversEveryEventAfterACorruptRecordAndReportsTheDamage(t *testing.T) {
+	deliversPastACorruptRecord(t, t.TempDir())
+}
+
+// TestLabMQTTDeliversPastACorruptRecordOnASmallTmpfs is the same on a
+// 256 KiB tmpfs state directory (a private mount namespace of a child).
+func TestLabMQTTDeliversPastACorruptRecordOnASmallTmpfs(t *testing.T) {
+	testsupport.RequireRoot(t, "a tmpfs in a private mount namespace")
+	testsupport.RunInTmpfs(t, 256, "TestHelperCorruptRecord")
+}
+
+// TestHelperCorruptRecord is the child of TestLabMQTTDeliversPastACorruptRecordOnASmallTmpfs.
+func TestHelperCorruptRecord(t *testing.T) {
+	if dir := os.Getenv(testsupport.TmpfsEnv); dir != "" {
+		deliversPastACorruptRecord(t, dir)
+	}
+}
+
+func deliversPastACorruptRecord(t *testing.T, stateDir string) {
 	m := newMosquitto(t, map[string]string{"node-x": "pw-x", "watcher": "pw-w"})
-	stateDir := t.TempDir()
 	ob, err := outbox.Open(stateDir, outbox.Options{})
 	if err != nil {
 		t.Fatal(err)
