@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ var (
 	fleetNodes   = flag.Int("fleet.nodes", 2000, "publishers in the fleet simulation (10000 for the large fleet)")
 	fleetResults = flag.String("fleet.results", "", "write the report to this directory (bench/results) as fleet-<nodes>-<time>.{json,md} and fleet-<nodes>.{json,md}")
 	fleetJitter  = flag.Duration("fleet.connect-jitter", 12*time.Second, "report.mqtt.reconnect.connect_jitter of the fleet setting")
+	fleetRender  = flag.String("fleet.render", "", "only rewrite the markdown of this fleet-*.json (next to it), then stop")
 )
 
 // mosquittoBroker is the Broker of the simulation: Debian's mosquitto.
@@ -47,6 +49,12 @@ func newBroker(tb testing.TB, nodes int) mosquittoBroker {
 //
 //	go test -run '^$' -bench FleetBrokerOutage -benchtime 1x -timeout 30m ./lab/fleetsim/ -args -fleet.results $PWD/bench/results
 func BenchmarkFleetBrokerOutage(b *testing.B) {
+	if *fleetRender != "" {
+		if err := renderMarkdown(*fleetRender); err != nil {
+			b.Fatal(err)
+		}
+		return
+	}
 	if testing.Short() {
 		b.Skip("thousands of publishers and a 30 s outage: skipped with -short")
 	}
@@ -79,6 +87,19 @@ func BenchmarkFleetBrokerOutage(b *testing.B) {
 			}
 		}
 	}
+}
+
+// renderMarkdown rewrites the markdown beside a report's JSON.
+func renderMarkdown(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.WriteFile(strings.TrimSuffix(path, ".json")+".md", []byte(rep.Markdown()), 0o644)
 }
 
 func gitCommit() string {

@@ -29,7 +29,7 @@ func (rep Report) Markdown() string {
 		fmt.Fprintf(&b, "%d publishers (agent/mqtt with agent/outbox, one process), each connected, then the broker stopped for %.0f s with %d events queued on every node, then started again. Times are from the broker's return. Targets: connects under N / 10 s = %.0f per second, every event within %s, none lost.\n\n",
 			r.Nodes, r.OutageSeconds, r.EventsPerNode, r.AttemptsLimitPerSecond, ArrivalTarget)
 	}
-	b.WriteString("| setting | connect_jitter | peak connects/s | target | TCP attempts/s after / during outage | every event after | target | node p50 / p95 | delivered / duplicates / lost | out of order |\n")
+	b.WriteString("| setting | connect_jitter | peak connects/s | target | TCP attempts/s after / during outage | every event after | target | node p50 / p95 | delivered / duplicates / not arrived within the wait | out of order |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d / %d | %s | %s | %.1f / %.1f s | %d / %d / %d | %d |\n",
