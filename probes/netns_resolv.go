@@ -52,7 +52,7 @@ func podNameservers(root string) ([]string, error) {
 }
 
 // openInRoot opens name (relative) read-only and non-blocking, resolved
-// with root as its root directory.
+// with root as its root directory (openat2: Linux 5.6 and later).
 func openInRoot(root, name string) (*os.File, error) {
 	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

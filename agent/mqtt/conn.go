@@ -341,7 +341,9 @@ func (p *Publisher) wait(ctx context.Context, tok paho.Token, lost chan error) e
 		return fmt.Errorf("stopping: %w", ctx.Err())
 	case <-tok.Done():
 		if err := tok.Error(); err != nil {
-			return fmt.Errorf("%w: %w", errLost, err) // paho fails a token only when the connection is gone
+			// paho 1.5.1 (2026-12) fails a publish token only when the
+			// connection is gone ("connection lost before Publish completed").
+			return fmt.Errorf("%w: %w", errLost, err)
 		}
 		return nil
 	case err := <-lost:

@@ -265,7 +265,8 @@ func plainWatcher(t *testing.T, url string) *watcher {
 }
 
 // connectsOf returns when mosquitto logged a new client connection of
-// user, from its log (epoch-second timestamps).
+// user, from its log (mosquitto 2.0.11, 2026-12: "<unix seconds>: New
+// client connected from <addr> as <id> (p2, c1, k30, u'<user>').").
 func connectsOf(log, user string) []time.Time {
 	re := regexp.MustCompile(`(?m)^(\d+): New client connected from .* u'` + regexp.QuoteMeta(user) + `'\)`)
 	var out []time.Time

@@ -143,6 +143,8 @@ func nodeArrivals(ids []string, first map[string]arrival) (last time.Time, compl
 	return last, len(got) == len(ids), ordered
 }
 
+// connectLine is how mosquitto 2.0.11 (Debian 12, 2026-12) logs a client's
+// CONNECT: "<unix seconds>: New client connected from <addr> as <id> (p2, c1, k30)."
 var connectLine = regexp.MustCompile(`(?m)^(\d+): New client connected from \S+ as edgeheal-fleet-\d+`)
 
 // connectsPerSecond counts the fleet's MQTT connects in a mosquitto log
