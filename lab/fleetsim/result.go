@@ -43,7 +43,7 @@ type Result struct {
 	Duplicates int `json:"duplicates"` // arrivals beyond the first
 	// Lost are the events that had not arrived when the wait (Options.Wait)
 	// ended: lost to the cloud as far as this run can tell.
-	Lost int `json:"lost"`
+	Lost       int `json:"lost"`
 	OutOfOrder int `json:"out_of_order_nodes"` // nodes whose first arrivals are not in sequence order
 
 	// The design targets (issue 14): attempts per second under N / 10 s,
