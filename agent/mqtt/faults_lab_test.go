@@ -126,6 +126,11 @@ func TestHelperFullStateDir(t *testing.T) {
 		return
 	}
 	m := newMosquitto(t, map[string]string{"node-f": "pw-f", "watcher": "pw-w"})
+	// The cloud subscribes first (its session survives the broker's
+	// restart), so that it misses nothing published after the return.
+	m.Start()
+	w := m.watch(t, "pw-w")
+	m.Stop()
 	filler := filepath.Join(dir, "filler")
 	if err := os.WriteFile(filler, make([]byte, 96<<10), 0o600); err != nil {
 		t.Fatal(err)
@@ -163,7 +168,6 @@ func TestHelperFullStateDir(t *testing.T) {
 	}
 
 	m.Start()
-	w := m.watch(t, "pw-w")
 	testsupport.WaitFor(t, 60*time.Second, "the outbox to empty", func() bool { return ob.Depth() == 0 })
 	got := w.nextEvents(t, want)
 	var ids []string
