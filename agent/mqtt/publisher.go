@@ -53,6 +53,11 @@ type Options struct {
 	// net.Dialer over the host network (proxy variables are ignored).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 
+	// MinBackoff and MaxBackoff, if set, override Config.Reconnect's
+	// MinDelay and MaxDelay: the names of those limits before they were
+	// config keys, kept for the callers that set them.
+	MinBackoff, MaxBackoff time.Duration
+
 	Heartbeat   time.Duration // status re-published this often; default 5m
 	DialTimeout time.Duration // TCP+TLS dial and CONNACK wait; default 10s
 	AckTimeout  time.Duration // PUBACK wait per publish; default 30s
@@ -147,10 +152,17 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	if opts.Window <= 0 {
 		opts.Window = 16
 	}
+	rc := opts.Config.Reconnect
+	if opts.MinBackoff > 0 {
+		rc.MinDelay = configs.Duration(opts.MinBackoff)
+	}
+	if opts.MaxBackoff > 0 {
+		rc.MaxDelay = configs.Duration(opts.MaxBackoff)
+	}
 	p := &Publisher{
 		opts:      opts,
 		broker:    broker,
-		reconnect: withDefaults(opts.Config.Reconnect),
+		reconnect: withDefaults(rc),
 		prefix:    strings.TrimRight(opts.Config.TopicPrefix, "/"),
 		clientID:  opts.Config.ClientID,
 		changed:   make(chan struct{}, 1),

@@ -124,3 +124,18 @@ func TestSuggestsThePathIsBack(t *testing.T) {
 		}
 	}
 }
+
+// Callers written before report.mqtt.reconnect set MinBackoff and
+// MaxBackoff: they still set the backoff's limits.
+func TestMinAndMaxBackoffStillSetTheBackoff(t *testing.T) {
+	dir := t.TempDir()
+	ob := openOutbox(t, dir)
+	p, err := NewPublisher(Options{Config: configs.ReportMQTT{Broker: "tcp://127.0.0.1:1"}, Node: configs.Node{Name: "n"},
+		Outbox: ob, Session: OpenSession(dir, nil), MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.reconnect.MinDelay.D() != 100*time.Millisecond || p.reconnect.MaxDelay.D() != 500*time.Millisecond {
+		t.Errorf("reconnect %+v, want min_delay 100ms and max_delay 500ms", p.reconnect)
+	}
+}
