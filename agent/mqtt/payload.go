@@ -80,6 +80,6 @@ type EventMessage struct {
 	V    int    `json:"v"`
 	Node string `json:"node"`
 	Site string `json:"site,omitempty"`
-	Seq  uint64 `json:"seq"`
+	Seq  uint64 `json:"seq,omitempty"` // 0 only for a message made without one
 	agent.Event
 }
