@@ -27,9 +27,14 @@ type BrokerURL struct {
 var BrokerSchemes = []string{"tcp", "mqtt", "ssl", "tls", "mqtts"}
 
 // ParseBrokerURL parses "scheme://host:port". The port is required (a
-// default would hide a typo'd URL behind the wrong port), and a broker URL
-// has no path.
+// default would hide a typo'd URL behind the wrong port), a broker URL has
+// no path, and no credentials: a "user:password@" part is refused (the URL
+// is shown in logs, the status and errors; the password belongs in a
+// password file). No error repeats what was written before an "@".
 func ParseBrokerURL(s string) (BrokerURL, error) {
+	if shown := RedactBrokerURL(s); shown != s {
+		return BrokerURL{}, fmt.Errorf("%q: credentials do not belong in a broker URL (it is shown in logs and the status): set username and password_file instead", shown)
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return BrokerURL{}, fmt.Errorf("%q is not a broker URL: %v", s, err)
@@ -59,6 +64,41 @@ func ParseBrokerURL(s string) (BrokerURL, error) {
 
 // Addr is host:port, for dialing.
 func (b BrokerURL) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
+
+// String is scheme://host:port: what logs and the status show.
+func (b BrokerURL) String() string { return b.Scheme + "://" + b.Addr() }
+
+// RedactBrokerURL returns s with anything before an "@" in its authority
+// (user and password) replaced by "***", and s itself when it has none.
+// A string without "://" is treated as all authority up to its first "/",
+// so that "user:pw@host:1883" is redacted too.
+func RedactBrokerURL(s string) string {
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(s)
+	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(s[start:end], "@")
+	if at < 0 {
+		return s
+	}
+	return s[:start] + "***" + s[start+at:]
+}
+
+// CheckSecretFile reports a password or key file that users other than
+// its owner may read or write: a warning for the operator, not a reason to
+// refuse it (the file may be in use while its mode is fixed). A file that
+// cannot be read is not reported here: reading it reports that.
+func CheckSecretFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s is accessible by group or others (mode %04o): chmod 600 %s", path, st.Mode().Perm(), path)
+}
 
 // ClientConfig loads t's files into a TLS client configuration for a broker
 // at host: the CA (none: the system roots), the client certificate and key

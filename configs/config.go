@@ -167,6 +167,10 @@ type ReportMQTT struct {
 	Username     string `yaml:"username"`
 	PasswordFile string `yaml:"password_file"`
 	TLS          TLS    `yaml:"tls"`
+	// InsecurePlaintext allows a password over a plain tcp:// or mqtt://
+	// broker URL (refused otherwise); the agent warns at every start.
+	InsecurePlaintext bool      `yaml:"insecure_plaintext"`
+	Reconnect         Reconnect `yaml:"reconnect"`
 }
 
 // HTTP is the local HTTP listener (health, metrics, status).

@@ -45,7 +45,11 @@ func TestParseDefaults(t *testing.T) {
 		Node:     Node{Name: "edge-test-01"},
 		Interval: Duration(time.Second),
 		Report: Report{
-			MQTT:     ReportMQTT{TopicPrefix: "edgeheal/v1"},
+			MQTT: ReportMQTT{TopicPrefix: "edgeheal/v1", Reconnect: Reconnect{
+				ProbeInterval: Duration(2 * time.Second), ConnectJitter: Duration(500 * time.Millisecond),
+				MinDelay: Duration(time.Second), MaxDelay: Duration(2 * time.Minute),
+				StableAfter: Duration(time.Minute), StartJitter: Duration(2 * time.Second),
+			}},
 			HTTP:     HTTP{Listen: "127.0.0.1:9469"},
 			StateDir: "/var/lib/edgeheal",
 		},

@@ -319,6 +319,7 @@ func (v *validator) report(p string, r Report) {
 		v.add(p+".mqtt.client_id", "%q: no '/', '+' or '#'", m.ClientID)
 	}
 	v.credentials(p+".mqtt", m.Username, m.PasswordFile, m.TLS)
+	v.reportMQTT(p+".mqtt", m)
 	if r.HTTP.Listen != "" {
 		if _, port, err := net.SplitHostPort(r.HTTP.Listen); err != nil || port == "" {
 			v.add(p+".http.listen", "%q: write host:port, e.g. 127.0.0.1:9469 (empty turns HTTP off)", r.HTTP.Listen)

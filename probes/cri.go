@@ -1,7 +1,6 @@
 package probes
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -207,7 +206,7 @@ func ResolvePID(pid int) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
-	servers, _ := resolvConfServers(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	servers, _ := podNameservers(fmt.Sprintf("/proc/%d/root", pid))
 	return Target{Netns: Netns{Path: path, DNSServers: servers}, Path: path, Source: SourcePID, PID: pid, ID: path + "@" + ino}, nil
 }
 
@@ -219,23 +218,6 @@ func namespaceID(path string) (string, error) {
 		return "", &NamespaceError{Op: "opening", Path: path, Err: &os.PathError{Op: "stat", Path: path, Err: err}}
 	}
 	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
-}
-
-func resolvConfServers(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var servers []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "nameserver" {
-			servers = append(servers, fields[1])
-		}
-	}
-	return servers, sc.Err()
 }
 
 // Locator resolves a Where, keeping one CRI connection per socket. Its

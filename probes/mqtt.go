@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"sync"
 	"time"
@@ -39,6 +40,13 @@ const DefaultTimeout = 5 * time.Second
 //
 // MQTT blocks for at most cfg.Timeout (DefaultTimeout if zero), or until
 // ctx is done.
+//
+// Credentials (a password or a client certificate) go only to an address
+// the host resolved: when ns has a resolver of its own (a pod's namespace,
+// or DNS servers the pod chose), a broker name is resolved by the agent's
+// own resolver first, and a name the host cannot resolve is an error (the
+// probe is not made), never a question to the pod's resolver. Without
+// credentials the pod's own resolver is used, and measured.
 func MQTT(ctx context.Context, ns Netns, cfg MQTTConfig) (Result, error) {
 	d, err := newMQTTDial(ns, cfg)
 	if err != nil {
@@ -46,6 +54,11 @@ func MQTT(ctx context.Context, ns Netns, cfg MQTTConfig) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
+	if ns.choosesResolver() && (cfg.PasswordFile != "" || cfg.TLS.Cert != "") {
+		if err := d.resolveOnHost(ctx); err != nil {
+			return Result{}, err
+		}
+	}
 	start := time.Now()
 	client := mqtt.NewClient(d.options(ctx))
 	tok := client.Connect()
@@ -123,6 +136,24 @@ func newMQTTDial(ns Netns, cfg MQTTConfig) (*mqttDial, error) {
 		d.client = "edgeheal-probe-" + randomHex(6)
 	}
 	return d, nil
+}
+
+// resolveOnHost replaces a broker name by the address the agent's own
+// resolver gives it.
+func (d *mqttDial) resolveOnHost(ctx context.Context) error {
+	host, port, err := net.SplitHostPort(d.hostport)
+	if err != nil || net.ParseIP(host) != nil {
+		return err
+	}
+	ips, err := hostLookup(ctx, host)
+	if err == nil {
+		var ip netip.Addr
+		if ip, err = pickAddr(ips); err == nil {
+			d.hostport = net.JoinHostPort(ip.String(), port)
+			return nil
+		}
+	}
+	return fmt.Errorf("resolving %s on the host: the workload's credentials go only to an address the host resolves, never to one from the pod's resolver: %w", host, err)
 }
 
 // options are paho's options for the probe. paho 1.5.1 dials through the

@@ -42,7 +42,9 @@ func TestMQTTClassifiesAgainstMosquitto(t *testing.T) {
 		{name: "tls with a wrong ca is tls", cfg: MQTTConfig{Broker: "ssl://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.OtherCA}}, want: ClassTLS},
 		{name: "tls with a wrong server name is tls", cfg: MQTTConfig{Broker: "ssl://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile, ServerName: "other.test"}}, want: ClassTLS},
 		{name: "plain mqtt to the tls port is not ok", cfg: MQTTConfig{Broker: "tcp://" + b.TLSAddr, Username: b.user, PasswordFile: b.passwd, Timeout: bound}, want: ClassFailed},
-		{name: "a name resolved by the namespace's dns server is used", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "ssl://broker.test:" + port(b.TLSAddr), Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile}}, want: ClassOK, wantDNSMs: true},
+		// Without credentials the namespace's own resolver is used (with
+		// them, the host's: TestMQTTSendsCredentialsOnlyToAnAddressTheHostResolved).
+		{name: "a name resolved by the namespace's dns server is used", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "ssl://broker.test:" + port(b.TLSAddr), TLS: configs.TLS{CA: b.PKI.CAFile}}, want: ClassAuth, wantRC: 5, wantDNSMs: true},
 		{name: "a name that does not resolve is dns", ns: Netns{DNSServers: []string{dns}}, cfg: MQTTConfig{Broker: "tcp://nowhere.test:1883"}, want: ClassDNS, wantDNSMs: true},
 	}
 	for _, tt := range tests {

@@ -26,6 +26,11 @@ type Netns struct {
 	DNSServers []string
 }
 
+// choosesResolver reports whether names in n are resolved by a resolver
+// other than the agent's own: n is another namespace, or has DNS servers
+// of its own.
+func (n Netns) choosesResolver() bool { return n.Path != "" || len(n.DNSServers) > 0 }
+
 // String is the path, or "host" for the caller's namespace.
 func (n Netns) String() string {
 	if n.Path == "" {
@@ -208,15 +213,11 @@ func resolveIn(ctx context.Context, ns Netns, address string, took *time.Duratio
 	if err != nil {
 		return "", fmt.Errorf("resolving %s: %w", host, err)
 	}
-	// Prefer IPv4, as the pod networks edgeheal runs on are IPv4 first.
-	ip := ips[0]
-	for _, a := range ips {
-		if a.Unmap().Is4() {
-			ip = a
-			break
-		}
+	ip, err := pickAddr(ips)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", host, err)
 	}
-	return net.JoinHostPort(ip.Unmap().String(), port), nil
+	return net.JoinHostPort(ip.String(), port), nil
 }
 
 // DNS resolves name from inside ns and reports how long it took. The field

@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,7 +129,15 @@ func TestLabProbesRunInsideTheNamespace(t *testing.T) {
 		{"mqtt over tls by name from inside reaches the broker", func() (Result, error) {
 			nsDNS := ns
 			nsDNS.DNSServers = []string{dns}
-			return MQTT(context.Background(), nsDNS, MQTTConfig{Broker: "ssl://broker.test:" + port, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile}, Timeout: 2 * time.Second})
+			return MQTT(context.Background(), nsDNS, MQTTConfig{Broker: "ssl://broker.test:" + port, TLS: configs.TLS{CA: b.PKI.CAFile}, Timeout: 2 * time.Second})
+		}, ClassAuth}, // no credentials: the pod's resolver is used, and the broker asks for them
+		{"mqtt with credentials by a name the host resolves reaches the broker", func() (Result, error) {
+			orig := hostLookup
+			defer func() { hostLookup = orig }()
+			hostLookup = func(context.Context, string) ([]netip.Addr, error) {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil // as the host's resolver would answer
+			}
+			return MQTT(context.Background(), ns, MQTTConfig{Broker: "ssl://broker.test:" + port, Username: b.user, PasswordFile: b.passwd, TLS: configs.TLS{CA: b.PKI.CAFile}, Timeout: 2 * time.Second})
 		}, ClassOK},
 		{"mqtt from the host to the same address is refused", func() (Result, error) { return MQTT(context.Background(), Netns{}, ok) }, ClassRefused},
 		{"tcp from inside reaches the broker", func() (Result, error) { return TCP(context.Background(), ns, b.PlainAddr, time.Second) }, ClassOK},

@@ -21,6 +21,8 @@ import (
 type OutboxStats interface {
 	Depth() int
 	Dropped() uint64
+	MemoryOnly() int // queued events not on disk yet
+	Damaged() uint64 // bytes of damaged log moved aside since start
 }
 
 // Metrics are edgeheal's Prometheus metrics, on a registry of their own
@@ -104,17 +106,7 @@ func New(opts Options) *Metrics {
 	m.reg.MustRegister(bi, m.checkState, m.checkHealthy, m.handshakeAge, m.probeDuration,
 		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime)
 	if opts.Outbox != nil {
-		ob := opts.Outbox
-		m.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "edgeheal_outbox_depth",
-				Help: "Events queued on disk, not yet acknowledged by the broker.",
-			}, func() float64 { return float64(ob.Depth()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "edgeheal_outbox_dropped_total",
-				Help: "Events dropped, oldest first, because the outbox was full (kept across restarts).",
-			}, func() float64 { return float64(ob.Dropped()) }),
-		)
+		m.reg.MustRegister(outboxMetrics(opts.Outbox)...)
 	}
 	if opts.MQTT != nil {
 		connected := opts.MQTT
@@ -129,6 +121,28 @@ func New(opts Options) *Metrics {
 		}))
 	}
 	return m
+}
+
+// outboxMetrics are the metrics read from the outbox.
+func outboxMetrics(ob OutboxStats) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeheal_outbox_depth",
+			Help: "Events queued on disk, not yet acknowledged by the broker.",
+		}, func() float64 { return float64(ob.Depth()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgeheal_outbox_dropped_total",
+			Help: "Events dropped, least important first, because the outbox was full (kept across restarts).",
+		}, func() float64 { return float64(ob.Dropped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "edgeheal_outbox_memory_only",
+			Help: "Queued events kept in memory only, because the state directory cannot be written.",
+		}, func() float64 { return float64(ob.MemoryOnly()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgeheal_outbox_damaged_bytes_total",
+			Help: "Bytes of damaged outbox log moved aside (the records around them kept) since the agent started.",
+		}, func() float64 { return float64(ob.Damaged()) }),
+	}
 }
 
 // Registry is the metrics' own registry.

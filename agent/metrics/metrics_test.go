@@ -26,6 +26,8 @@ type fakeOutboxStats struct {
 
 func (f fakeOutboxStats) Depth() int      { return f.depth }
 func (f fakeOutboxStats) Dropped() uint64 { return f.dropped }
+func (f fakeOutboxStats) MemoryOnly() int { return 0 }
+func (f fakeOutboxStats) Damaged() uint64 { return 0 }
 
 // filledMetrics returns metrics with one observation of every kind, so that
 // every vector shows up in a scrape.

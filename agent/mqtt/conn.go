@@ -47,6 +47,9 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Bounded by DialTimeout, not by ctx: a Stop during a connect must be
+	// able to say goodbye on the connection it makes.
+	ctx = context.WithoutCancel(ctx)
 	session := p.opts.Session.Next()
 	p.session.Store(session)
 	will, err := json.Marshal(StatusMessage{V: PayloadVersion, State: StateLost, Session: session})
@@ -79,7 +82,7 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 		// environment (the report path is the host network, direct), and a
 		// handle on the TCP connection for abort.
 		SetCustomOpenConnectionFn(func(uri *url.URL, _ paho.ClientOptions) (net.Conn, error) {
-			c, err := p.dial(tc)
+			c, err := p.dial(ctx, tc)
 			if err == nil {
 				rawMu.Lock()
 				raw = c
@@ -93,10 +96,14 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	if password != "" {
 		o.SetPassword(password)
 	}
-	lost := make(chan error, 1)
+	l := &link{session: session, lost: make(chan error, 1), raw: func() net.Conn {
+		rawMu.Lock()
+		defer rawMu.Unlock()
+		return raw
+	}}
 	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
 		select {
-		case lost <- err:
+		case l.lost <- err:
 		default:
 		}
 	})
@@ -104,17 +111,18 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	tok := c.Connect()
 	if !tok.WaitTimeout(2*p.opts.DialTimeout + time.Second) {
 		c.Disconnect(0)
-		return nil, fmt.Errorf("connecting to %s: no CONNACK within %s", p.opts.Config.Broker, 2*p.opts.DialTimeout)
+		return nil, fmt.Errorf("connecting to %s: no CONNACK within %s", p.broker, 2*p.opts.DialTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", p.opts.Config.Broker, err)
+		return nil, fmt.Errorf("connecting to %s: %w", p.broker, err)
 	}
-	return &link{c: c, session: session, lost: lost, raw: func() net.Conn {
-		rawMu.Lock()
-		defer rawMu.Unlock()
-		return raw
-	}}, nil
+	l.c = c
+	return l, nil
 }
+
+// errLost marks a connection that the broker or the path closed, rather
+// than one the publisher ended because an acknowledgement did not come.
+var errLost = errors.New("connection lost")
 
 // errSetup marks what keeps the publisher from connecting that is no
 // observation of the network: a TLS file or the password file that cannot
@@ -144,14 +152,20 @@ func (p *Publisher) credentials() (*tls.Config, string, error) {
 
 // dial opens the TCP (and TLS) connection to the broker, over the host
 // network and without a proxy from the environment, within DialTimeout.
-func (p *Publisher) dial(tc *tls.Config) (net.Conn, error) {
-	d := &net.Dialer{Timeout: p.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	if tc == nil {
-		return d.Dial("tcp", p.broker.Addr())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.DialTimeout)
+func (p *Publisher) dial(ctx context.Context, tc *tls.Config) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
 	defer cancel()
-	return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", p.broker.Addr())
+	c, err := p.opts.Dial(ctx, "tcp", p.broker.Addr())
+	if err != nil || tc == nil {
+		return c, err
+	}
+	tc = tc.Clone()
+	tlc := tls.Client(c, tc)
+	if err := tlc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return tlc, nil
 }
 
 // progressEvery is how often an idle connection still marks progress.
@@ -194,7 +208,7 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 			return nil
 		case lerr := <-l.lost:
 			l.c.Disconnect(0)
-			return fmt.Errorf("connection lost: %w", lerr)
+			return fmt.Errorf("%w: %w", errLost, lerr)
 		case <-p.changed:
 			err = st.publish(ctx, false)
 		case <-heartbeat.C:
@@ -266,8 +280,11 @@ func (s *statusPublisher) publish(ctx context.Context, force bool) error {
 }
 
 // publishEvents publishes up to Window queued events, waits for their
-// PUBACKs and acks each acknowledged one in the outbox. more is true when
-// the whole window went through (there may be more queued).
+// PUBACKs in order and acks in the outbox the acknowledged ones up to the
+// first that was not: the rest stay queued and go again, in order, on the
+// next connection (a consumer that deduplicates by id then sees every
+// event in order). more is true when the whole window went through (there
+// may be more queued).
 func (p *Publisher) publishEvents(ctx context.Context, c paho.Client, lost chan error) (more bool, err error) {
 	items := p.opts.Outbox.Pending(p.opts.Window)
 	if len(items) == 0 || ctx.Err() != nil {
@@ -275,32 +292,42 @@ func (p *Publisher) publishEvents(ctx context.Context, c paho.Client, lost chan 
 	}
 	toks := make([]paho.Token, len(items))
 	for i, it := range items {
-		b, err := json.Marshal(EventMessage{V: PayloadVersion, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Event: it.Event})
+		b, err := json.Marshal(EventMessage{V: PayloadVersion, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Seq: it.Seq, Event: it.Event})
 		if err != nil {
 			// Cannot happen for JSON-decoded events; never let one event
 			// block the queue forever.
 			p.log.Error("dropping unencodable event", "event_id", it.Event.ID, "err", err)
-			p.opts.Outbox.Ack(it.Seq)
+			toks[i] = doneToken{}
 			continue
 		}
 		toks[i] = c.Publish(p.EventTopic(), 1, false, b)
 	}
+	acked := 0
 	for i, tok := range toks {
-		if tok == nil {
-			continue
-		}
 		if werr := p.wait(ctx, tok, lost); werr != nil {
-			if err == nil {
-				err = fmt.Errorf("publishing event %s: %w", items[i].Event.ID, werr)
-			}
-			continue
+			err = fmt.Errorf("publishing event %s: %w", items[i].Event.ID, werr)
+			break
 		}
-		if aerr := p.opts.Outbox.Ack(items[i].Seq); aerr != nil && err == nil {
+		acked = i + 1
+	}
+	for _, it := range items[:acked] {
+		if aerr := p.opts.Outbox.Ack(it.Seq); aerr != nil && err == nil {
 			err = aerr
 		}
 	}
 	return err == nil && len(items) == p.opts.Window, err
 }
+
+// doneToken is a paho.Token that is complete, without error: an event
+// that is acked without being sent.
+type doneToken struct{}
+
+func (doneToken) Wait() bool                     { return true }
+func (doneToken) WaitTimeout(time.Duration) bool { return true }
+func (doneToken) Done() <-chan struct{}          { return closedChan }
+func (doneToken) Error() error                   { return nil }
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // wait waits for a token up to AckTimeout, or until ctx is done (a Stop
 // must not wait for a hung broker). A lost connection fails it at
@@ -313,13 +340,18 @@ func (p *Publisher) wait(ctx context.Context, tok paho.Token, lost chan error) e
 	case <-ctx.Done():
 		return fmt.Errorf("stopping: %w", ctx.Err())
 	case <-tok.Done():
-		return tok.Error()
+		if err := tok.Error(); err != nil {
+			// paho 1.5.1 (2026-12) fails a publish token only when the
+			// connection is gone ("connection lost before Publish completed").
+			return fmt.Errorf("%w: %w", errLost, err)
+		}
+		return nil
 	case err := <-lost:
 		select {
 		case lost <- err:
 		default:
 		}
-		return fmt.Errorf("connection lost: %w", err)
+		return fmt.Errorf("%w: %w", errLost, err)
 	case <-t.C:
 		return fmt.Errorf("no acknowledgement within %s", p.opts.AckTimeout)
 	}

@@ -68,10 +68,18 @@ func summarize(checks []agent.Check) (ChecksSummary, string) {
 }
 
 // EventMessage is the payload of <prefix>/<node>/event: the event with the
-// payload version and the node it came from.
+// payload version, the node it came from and its sequence number.
+//
+// Seq grows with every event of the node, also across restarts and a
+// wiped state directory (the outbox numbers a new log from the clock), and
+// events are published in Seq order: a consumer that keeps the highest
+// Seq it has seen per node knows every event below it was published
+// before it, and one that sees an event twice (delivery is at least once)
+// sees the same Seq and id.
 type EventMessage struct {
 	V    int    `json:"v"`
 	Node string `json:"node"`
 	Site string `json:"site,omitempty"`
+	Seq  uint64 `json:"seq,omitempty"` // 0 only for a message made without one
 	agent.Event
 }

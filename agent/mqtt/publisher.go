@@ -1,7 +1,7 @@
 // Package mqtt reports the node to the cloud over MQTT 3.1.1: a retained
-// status with a Last Will, and the events of the outbox, each acked in the
-// outbox only after the broker's PUBACK. It also defines those payloads,
-// which the cloud side reads.
+// status with a Last Will, and the events of the outbox, in order, each
+// acked in the outbox only after the broker's PUBACK. It also defines
+// those payloads, which the cloud side reads.
 package mqtt
 
 import (
@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,13 +18,24 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/probes"
 )
 
 // DefaultTopicPrefix is used when report.mqtt.topic_prefix is empty.
 const DefaultTopicPrefix = "edgeheal/v1"
 
+// LinkWatcher is the part of the OS backend the publisher subscribes to:
+// a link or default-route change is a reason to check the broker at once
+// (probes.LinkWatcher; agent.OS.Links).
+type LinkWatcher interface {
+	Subscribe(ctx context.Context) (<-chan probes.LinkEvent, error)
+}
+
 // Options configure a Publisher. Config, Node, Outbox and Session are
-// required; zero durations take the documented defaults.
+// required; zero durations take the documented defaults, and so do zero
+// ProbeInterval, MinDelay and MaxDelay in Config.Reconnect (a zero
+// ConnectJitter, StableAfter or StartJitter is none: the config's
+// defaults set them).
 type Options struct {
 	Config  configs.ReportMQTT
 	Node    configs.Node
@@ -32,11 +43,23 @@ type Options struct {
 	Outbox  *outbox.Outbox
 	Session *Session
 	Logger  *slog.Logger
+	// Emit receives the publisher's own events (the broker keeps closing
+	// the connections it accepts); nil: none.
+	Emit agent.Emit
+	// Links, if set, is watched while the publisher is disconnected: a
+	// change of a link or a default route makes it check the broker at once.
+	Links LinkWatcher
+	// Dial opens the TCP connections of checks and connects; nil: a
+	// net.Dialer over the host network (proxy variables are ignored).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+
+	// MinBackoff and MaxBackoff, if set, override Config.Reconnect's
+	// MinDelay and MaxDelay: the names of those limits before they were
+	// config keys, kept for the callers that set them.
+	MinBackoff, MaxBackoff time.Duration
 
 	Heartbeat   time.Duration // status re-published this often; default 5m
 	DialTimeout time.Duration // TCP+TLS dial and CONNACK wait; default 10s
-	MinBackoff  time.Duration // first reconnect delay; default 1s
-	MaxBackoff  time.Duration // reconnect delay cap; default 2m
 	AckTimeout  time.Duration // PUBACK wait per publish; default 30s
 	Window      int           // events in flight at once; default 16
 }
@@ -49,31 +72,42 @@ type Options struct {
 //     every connect, on every change and every Heartbeat;
 //   - the Last Will, retained on the same topic: {"v":1,"state":"lost","session":N};
 //   - <prefix>/<node>/event, QoS 1, not retained: one EventMessage per queued
-//     outbox event, each acked in the outbox only after its PUBACK.
+//     outbox event, in the outbox's order, each acked in the outbox only
+//     after its PUBACK and only when every event before it was acked, so
+//     that a connection lost mid-window sends the rest again in order.
 //
 // Every connection attempt is a new paho client: paho fixes the Will when a
 // client is made, and the Will must carry the session of its own
 // connection. So paho's auto-reconnect and connect-retry are off and the
-// Publisher reconnects itself, with full jitter between MinBackoff and a
-// delay doubling up to MaxBackoff.
+// Publisher reconnects itself (see retry, and docs/operations.md,
+// "Reconnects"): while disconnected it checks every few seconds whether
+// the broker's port answers a TCP connect, and on a link change or TryNow
+// at once; the full connect follows a short random delay once it does,
+// never sooner than the backoff allows.
 //
 // It is an agent.Component. Nothing the agent's loop calls (SetChecks,
-// SetConfigRevision, Outbox.Append) waits for the broker. The password is
-// read from its file at each attempt and never logged or reported.
+// SetConfigRevision, TryNow, Outbox.Append) waits for the broker. The
+// password is read from its file at each attempt and never logged or
+// reported; the broker is shown as scheme://host:port only.
 type Publisher struct {
-	opts     Options
-	log      *slog.Logger
-	broker   configs.BrokerURL
-	prefix   string
-	clientID string
+	opts      Options
+	log       *slog.Logger
+	broker    configs.BrokerURL
+	reconnect configs.Reconnect
+	prefix    string
+	clientID  string
 
 	mu       sync.Mutex
 	checks   []agent.Check
 	revision string
 	lastErr  string
+	waiting  string // while disconnected: what the publisher waits for
 	progress time.Time
+	retry    *retry
+	kicked   kicked
 
 	changed   chan struct{}
+	tryNow    chan struct{}
 	connected atomic.Bool
 	session   atomic.Uint64
 }
@@ -101,6 +135,12 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Emit == nil {
+		opts.Emit = func(agent.Event) {}
+	}
+	if opts.Dial == nil {
+		opts.Dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -108,26 +148,34 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	}
 	def(&opts.Heartbeat, 5*time.Minute)
 	def(&opts.DialTimeout, 10*time.Second)
-	def(&opts.MinBackoff, time.Second)
-	def(&opts.MaxBackoff, 2*time.Minute)
 	def(&opts.AckTimeout, 30*time.Second)
 	if opts.Window <= 0 {
 		opts.Window = 16
 	}
-	p := &Publisher{
-		opts:     opts,
-		broker:   broker,
-		prefix:   strings.TrimRight(opts.Config.TopicPrefix, "/"),
-		clientID: opts.Config.ClientID,
-		changed:  make(chan struct{}, 1),
+	rc := opts.Config.Reconnect
+	if opts.MinBackoff > 0 {
+		rc.MinDelay = configs.Duration(opts.MinBackoff)
 	}
+	if opts.MaxBackoff > 0 {
+		rc.MaxDelay = configs.Duration(opts.MaxBackoff)
+	}
+	p := &Publisher{
+		opts:      opts,
+		broker:    broker,
+		reconnect: withDefaults(rc),
+		prefix:    strings.TrimRight(opts.Config.TopicPrefix, "/"),
+		clientID:  opts.Config.ClientID,
+		changed:   make(chan struct{}, 1),
+		tryNow:    make(chan struct{}, 1),
+	}
+	p.retry = newRetry(p.reconnect)
 	if p.prefix == "" {
 		p.prefix = DefaultTopicPrefix
 	}
 	if p.clientID == "" {
 		p.clientID = "edgeheal-" + opts.Node.Name
 	}
-	p.log = opts.Logger.With("broker", opts.Config.Broker, "client_id", p.clientID)
+	p.log = opts.Logger.With("broker", broker.String(), "client_id", p.clientID)
 	p.session.Store(opts.Session.Current())
 	return p, nil
 }
@@ -144,7 +192,7 @@ func (p *Publisher) SetChecks(checks []agent.Check) {
 	p.mu.Lock()
 	p.checks = append([]agent.Check(nil), checks...)
 	p.mu.Unlock()
-	p.poke()
+	poke(p.changed)
 }
 
 // SetConfigRevision sets the config revision shown in the status. It never
@@ -153,12 +201,22 @@ func (p *Publisher) SetConfigRevision(rev string) {
 	p.mu.Lock()
 	p.revision = rev
 	p.mu.Unlock()
-	p.poke()
+	poke(p.changed)
 }
 
-func (p *Publisher) poke() {
+// TryNow asks a disconnected publisher to check the broker at once rather
+// than at its next check: the node has a reason to think the path is back
+// (a tunnel recovered, an uplink returned). The full connect still waits
+// for the backoff. It never blocks; connected, it does nothing.
+func (p *Publisher) TryNow() {
+	if !p.connected.Load() {
+		poke(p.tryNow)
+	}
+}
+
+func poke(c chan struct{}) {
 	select {
-	case p.changed <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -180,7 +238,7 @@ func (p *Publisher) Info() Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return Info{
-		Broker: p.opts.Config.Broker, ClientID: p.clientID,
+		Broker: p.broker.String(), ClientID: p.clientID,
 		Connected: p.connected.Load(), Session: p.session.Load(), LastError: p.lastErr,
 	}
 }
@@ -189,33 +247,49 @@ func (p *Publisher) Info() Info {
 func (p *Publisher) Name() string { return "mqtt" }
 
 // progressDeadline is how long the publisher may go without passing
-// through its loop: the longest legitimate wait (a reconnect backoff, or a
-// connect and a window of PUBACKs) with room to spare.
+// through its loop: the longest legitimate wait (a connect and a window of
+// PUBACKs, or a start jitter) with room to spare. Waiting for the broker
+// passes through the loop at every check.
 func (p *Publisher) progressDeadline() time.Duration {
-	return p.opts.MaxBackoff + 4*p.opts.DialTimeout + 2*p.opts.AckTimeout + time.Minute
+	return p.reconnect.StartJitter.D() + p.reconnect.ConnectJitter.D() + p.reconnect.ProbeInterval.D() +
+		4*p.opts.DialTimeout + 2*p.opts.AckTimeout + time.Minute
 }
 
 // Health implements agent.Component. Being disconnected is not a fault of
 // the node (the broker or the path to it is down) and is only detail; a
-// session counter that is not kept on disk is.
+// session counter that is not kept on disk is, and so is a broker that
+// closes every connection it accepts (a duplicate client id is a fault of
+// the node's config).
 func (p *Publisher) Health() agent.Health {
 	p.mu.Lock()
 	h := agent.Health{LastProgress: p.progress, Deadline: p.progressDeadline()}
-	lastErr := p.lastErr
+	lastErr, waiting, kicked := p.lastErr, p.waiting, p.kicked.inRow
 	p.mu.Unlock()
 	switch {
 	case p.connected.Load():
-		h.Detail = fmt.Sprintf("connected to %s (session %d)", p.opts.Config.Broker, p.session.Load())
+		h.Detail = fmt.Sprintf("connected to %s (session %d)", p.broker, p.session.Load())
 	case lastErr != "":
-		h.Detail = fmt.Sprintf("connecting to %s: %s", p.opts.Config.Broker, lastErr)
+		h.Detail = fmt.Sprintf("connecting to %s: %s", p.broker, lastErr)
 	default:
-		h.Detail = "connecting to " + p.opts.Config.Broker
+		h.Detail = "connecting to " + p.broker.String()
+	}
+	if waiting != "" && !p.connected.Load() {
+		h.Detail += "; " + waiting
+	}
+	if kicked >= kickedAfter {
+		h.Degraded = true
+		h.Detail += "; " + p.kickedText(kicked)
 	}
 	if err := p.opts.Session.Problem(); err != nil {
 		h.Degraded = true
 		h.Detail += "; session numbers from the clock: " + err.Error()
 	}
 	return h
+}
+
+func (p *Publisher) kickedText(n int) string {
+	return fmt.Sprintf("the broker closed the connection %d times in a row within %s of accepting it: another client may be using client id %s (a second node with node.name %s?), or the broker refuses what edgeheal publishes (an ACL, a packet size limit)",
+		n, kickedWithin, p.clientID, p.opts.Node.Name)
 }
 
 func (p *Publisher) tick() {
@@ -240,51 +314,6 @@ func (p *Publisher) status(state string, session uint64, now time.Time) StatusMe
 	}
 }
 
-// Run implements agent.Component: it connects and serves until ctx ends,
-// then publishes the retained `offline` status, disconnects cleanly (so
-// the broker discards the Will) and returns nil. A broker that cannot be
-// reached is retried here, with backoff; a TLS or password file that
-// cannot be read is the error Run returns.
-func (p *Publisher) Run(ctx context.Context) error {
-	backoff := p.opts.MinBackoff
-	for ctx.Err() == nil {
-		p.tick()
-		l, err := p.connect(ctx)
-		session := p.session.Load()
-		if errors.Is(err, errSetup) {
-			p.setErr(err)
-			return err
-		}
-		if err != nil {
-			p.setErr(err)
-			// Full jitter, so a fleet that lost the broker together does not
-			// come back in one wave.
-			d := p.opts.MinBackoff + rand.N(backoff-p.opts.MinBackoff+1)
-			p.log.Warn("mqtt connect failed", "session", session, "retry_in_seconds", d.Seconds(), "err", err)
-			backoff = min(2*backoff, p.opts.MaxBackoff)
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-			continue
-		}
-		backoff = p.opts.MinBackoff
-		p.setErr(nil)
-		p.log.Info("mqtt connected", "session", session)
-		p.connected.Store(true)
-		err = p.serve(ctx, l)
-		p.connected.Store(false)
-		if err != nil {
-			p.setErr(err)
-			p.log.Warn("mqtt connection lost", "session", session, "err", err)
-		}
-	}
-	return nil
-}
-
 func (p *Publisher) setErr(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -292,4 +321,10 @@ func (p *Publisher) setErr(err error) {
 	if err != nil {
 		p.lastErr = err.Error()
 	}
+}
+
+func (p *Publisher) setWaiting(s string) {
+	p.mu.Lock()
+	p.waiting = s
+	p.mu.Unlock()
 }

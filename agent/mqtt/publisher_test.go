@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -82,8 +81,7 @@ func newTestPublisher(t *testing.T, cfg configs.ReportMQTT, node, stateDir strin
 	p, err := NewPublisher(Options{
 		Config: cfg, Node: configs.Node{Name: node, Site: "plant-7"}, Version: "test-1.2.3",
 		Outbox: ob, Session: sess, Logger: log,
-		DialTimeout: 3 * time.Second, MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
-		AckTimeout: 5 * time.Second, Window: 4,
+		DialTimeout: 3 * time.Second, AckTimeout: 5 * time.Second, Window: 4,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -448,7 +446,7 @@ func TestACLKeepsANodeOutOfAnotherNodesTopics(t *testing.T) {
 	defer ob.Close()
 	sess := OpenSession(t.TempDir(), nil)
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-e"}, Outbox: ob, Session: sess,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, DialTimeout: 3 * time.Second})
+		DialTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,54 +531,27 @@ func TestStatusHeartbeatRepublishes(t *testing.T) {
 // stallProxy forwards TCP to a broker; while stalled it swallows what the
 // broker sends, like a path that went dark in one direction.
 type stallProxy struct {
-	ln      net.Listener
-	target  string
+	*proxy
 	stalled atomic.Bool
-	wg      sync.WaitGroup
 }
 
 func newStallProxy(t *testing.T, target string) *stallProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &stallProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p := &stallProxy{}
+	p.proxy = newProxy(t, target, func(c, b net.Conn, _ int32) {
+		buf := make([]byte, 32<<10)
 		for {
-			c, err := ln.Accept()
+			n, err := b.Read(buf)
+			if n > 0 && !p.stalled.Load() {
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
 			if err != nil {
 				return
 			}
-			b, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(b, c); b.Close(); c.Close() }()
-			go func() {
-				defer p.wg.Done()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := b.Read(buf)
-					if n > 0 && !p.stalled.Load() {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							break
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-				b.Close()
-				c.Close()
-			}()
 		}
-	}()
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	})
 	return p
 }
 
@@ -599,8 +570,7 @@ func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
 	defer ob.Close()
 	sess := OpenSession(stateDir, nil)
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-i"}, Outbox: ob, Session: sess,
-		DialTimeout: 2 * time.Second, AckTimeout: 300 * time.Millisecond,
-		MinBackoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+		DialTimeout: 2 * time.Second, AckTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

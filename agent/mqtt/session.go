@@ -18,24 +18,46 @@ import (
 // stale Last Will ({"state":"lost","session":N}) from a newer status: a
 // message whose session is lower than the last one seen is stale.
 //
+// Session numbers never go back for a node, also when its state directory
+// is wiped or the node is replaced under the same name. The convention: a
+// counter that starts without a file starts at the Unix time in
+// milliseconds (the instance's epoch) and counts up by one per attempt from
+// there. A later instance starts at its own, later, epoch, which is above
+// the earlier one's numbers unless that one made more than one attempt per
+// millisecond of its life (the publisher's backoff never lets it). This
+// needs a clock that is not behind the earlier instance's (NTP); a clock
+// before epochFloor is taken as epochFloor.
+//
 // A counter that cannot be read (a corrupt file) or kept (a read-only or
 // full state directory) must not stop reporting, and must not go back
-// either, or the cloud would take the node's new status for a stale one.
-// So the Session then counts from the Unix time in seconds, which is above
-// any counter the file could have held and grows across restarts while
-// the clock does, and says so in Problem.
+// either. So the Session then counts from the clock, in milliseconds,
+// which is above any counter the file could have held and grows across
+// restarts while the clock does, and says so in Problem.
 type Session struct {
 	path string
 	now  func() time.Time
 
 	mu      sync.Mutex
 	cur     uint64
+	fresh   bool  // no file yet: the first number is the instance's epoch
 	clock   bool  // counting from the clock: the file could not be read or written
 	problem error // why, for the publisher's health
 }
 
-// OpenSession reads the counter in dir/session (0 when the file does not
-// exist yet). It always returns a usable Session; Problem says when the
+// epochFloor is the earliest epoch a Session uses, for a clock that has
+// not been set yet (a board without a real-time clock, before NTP).
+var epochFloor = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// epoch is the clock's time in milliseconds, at least epochFloor's.
+func epoch(now time.Time) uint64 {
+	if now.Before(epochFloor) {
+		now = epochFloor
+	}
+	return uint64(now.UnixMilli())
+}
+
+// OpenSession reads the counter in dir/session (none yet when the file does
+// not exist: the first Next is the instance's epoch). It always returns a usable Session; Problem says when the
 // file could not be read and the session counts from the clock.
 func OpenSession(dir string, now func() time.Time) *Session {
 	if now == nil {
@@ -45,6 +67,7 @@ func OpenSession(dir string, now func() time.Time) *Session {
 	b, err := os.ReadFile(s.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		s.fresh = true
 	case err != nil:
 		s.fallBack(fmt.Errorf("reading the session counter: %w", err))
 	default:
@@ -86,15 +109,18 @@ func (s *Session) Next() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.cur + 1
+	if s.fresh {
+		n = max(n, epoch(s.now()))
+	}
 	if !s.clock {
 		if err := s.write(n); err == nil {
-			s.cur = n
+			s.cur, s.fresh = n, false
 			return n
 		} else {
 			s.fallBack(fmt.Errorf("keeping the session counter: %w", err))
 		}
 	}
-	s.cur = max(n, uint64(s.now().Unix()))
+	s.cur = max(n, epoch(s.now()))
 	return s.cur
 }
 

@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-// retryEvery is how often an outbox in memory tries its log again.
-const retryEvery = 10 * time.Second
+// tickEvery is how often Run looks at a log that is failing, could not be
+// opened, or waits for a compaction; the retries themselves back off from
+// retryFirst to retryLast.
+const tickEvery = time.Second
 
 var _ agent.Component = (*Outbox)(nil)
 
@@ -19,30 +20,45 @@ var _ agent.Component = (*Outbox)(nil)
 func (o *Outbox) Name() string { return "outbox" }
 
 // Health implements agent.Component: degraded while events are kept in
-// memory only. The outbox is passive: its progress is not watched (a disk
-// that hangs stops the components that append, and they are watched).
+// memory only, while compactions fail, or while the directory of a
+// compacted log could not be synced. The outbox is passive: its progress
+// is not watched (a disk that hangs stops the components that append, and
+// they are watched).
 func (o *Outbox) Health() agent.Health {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.f == nil && !o.closed {
-		return agent.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only (%d queued, retrying the disk every %s): %v",
-			len(o.pending), retryEvery, o.diskErr)}
+	if o.closed {
+		return agent.Health{Detail: "closed"}
 	}
-	return agent.Health{Detail: fmt.Sprintf("%d events queued on disk, %d dropped in total", len(o.pending), o.dropped)}
+	mem := o.memOnly
+	retry := fmt.Sprintf("retrying the disk, at most every %s", retryLast)
+	switch {
+	case o.f == nil:
+		return agent.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only (%d queued, %s): %v",
+			len(o.pending), retry, o.disk.err)}
+	case o.disk.failing():
+		return agent.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only: %d of %d queued are not on disk (%s): %v",
+			mem, len(o.pending), retry, o.disk.err)}
+	case o.disk.dirSyncErr != nil:
+		return agent.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; the outbox directory could not be synced after a compaction (retried before the next write): %v",
+			len(o.pending), o.disk.dirSyncErr)}
+	case o.disk.compactErr != nil:
+		return agent.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; compacting the log fails, next try in %s: %v",
+			len(o.pending), o.disk.compactDelay, o.disk.compactErr)}
+	}
+	return agent.Health{Detail: fmt.Sprintf("%d events queued on disk, %d dropped in total%s", len(o.pending), o.dropped, o.damage.summary())}
 }
 
-// Run implements agent.Component: while the outbox is in memory it tries
-// its log every retryEvery; once the log opens, what memory holds is
-// written to it. It returns nil when ctx ends.
+// Run implements agent.Component: it opens a log that could not be opened,
+// writes what memory holds to a log that failed, and runs a compaction
+// that is due, each when its backoff allows. It returns nil when ctx ends.
 func (o *Outbox) Run(ctx context.Context) error {
-	t := time.NewTicker(retryEvery)
+	t := time.NewTicker(tickEvery)
 	defer t.Stop()
 	for {
 		o.mu.Lock()
-		if o.f == nil && !o.closed {
-			if err := o.attach(); err != nil {
-				o.diskErr = err
-			}
+		if !o.closed {
+			o.tick()
 		}
 		o.mu.Unlock()
 		select {
@@ -53,30 +69,56 @@ func (o *Outbox) Run(ctx context.Context) error {
 	}
 }
 
+// tick is one of Run's looks. Called with o.mu held.
+func (o *Outbox) tick() {
+	if o.f == nil {
+		if o.now().Before(o.disk.retryAt) {
+			return
+		}
+		if err := o.attach(); err != nil {
+			o.diskFailed(fmt.Errorf("opening the outbox log: %w", err))
+		}
+		return
+	}
+	if o.disk.failing() || o.dirty() {
+		o.sync(true)
+	}
+	o.maybeCompact()
+}
+
 // attach opens the log of an outbox in memory and moves what memory holds
 // into it, after what the log already queued. Called with o.mu held.
 func (o *Outbox) attach() error {
-	disk, err := newOutbox(o.parentDir(), Options{Max: o.max, Now: o.now})
+	d, err := newOutbox(o.parentDir(), Options{Max: o.max, Now: o.now})
 	if err != nil {
 		return err
 	}
-	if err := disk.openLog(); err != nil {
+	if err := d.openLog(); err != nil {
 		return err
 	}
-	for _, it := range o.pending {
-		if err := disk.Append(it.Event); err != nil {
-			disk.Close()
-			return fmt.Errorf("writing the events kept in memory to the log: %w", err)
+	mem := o.pending
+	o.pending, o.memOnly = d.pending, d.memOnly
+	o.nextSeq = max(o.nextSeq, d.logNext)
+	for _, en := range mem {
+		if en.Seq < d.logNext {
+			// The log numbered ahead of memory (a clock that went back):
+			// renumber, and keep the old number for an Ack in flight.
+			o.remap[en.Seq] = o.nextSeq
+			en.Seq = o.nextSeq
+			o.nextSeq++
 		}
+		en.onDisk = false
+		o.insert(en)
 	}
-	for _, it := range o.pending {
-		if i := slices.IndexFunc(disk.pending, func(d Item) bool { return d.Event.ID == it.Event.ID }); i >= 0 {
-			o.remap[it.Seq] = disk.pending[i].Seq
-		}
-	}
-	o.f, o.pending, o.nextSeq, o.dead, o.size, o.truncated = disk.f, disk.pending, disk.nextSeq, disk.dead, disk.size, disk.truncated
-	o.dropped += disk.dropped
-	o.diskErr = nil
+	o.f, o.size, o.dead, o.truncated = d.f, d.size, d.dead, d.truncated
+	o.damage.bytes += d.damage.bytes
+	o.damage.regions += d.damage.regions
+	o.dropped += d.dropped
+	o.disk.removals = d.disk.removals
+	o.disk.countUnwritten = true // the header of the next write makes the total exact
+	o.bound()
+	o.disk.retryAt = time.Time{}
+	o.sync(true)
 	o.notify()
 	return nil
 }

@@ -1,11 +1,12 @@
 package outbox
 
-// The log on disk: length- and CRC-framed JSON records, replayed at Open,
-// appended to with one write (and one fsync) per Append, and compacted
-// by writing a new log and renaming it over the old one.
+// The log on disk: length- and CRC-framed JSON records, replayed at Open
+// (resynchronising past damage), appended to with one write (and one
+// fsync) per Append, and compacted by writing a new log and renaming it
+// over the old one.
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,10 +15,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-
-	"github.com/edgeheal/edgeheal/agent/statedir"
+	"sort"
+	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/statedir"
 )
 
 const (
@@ -30,10 +32,16 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// record is one entry of the log. Op "h" (header, first record after a
-// compaction) carries Next and DroppedTotal; "e" an event; "a" removes Seq
-// (acknowledged, or a superseded drop report); "d" removes Seq and counts it
-// as dropped.
+// recordStart is how every record's body begins (encoding/json writes the
+// fields in order, and a JSON string can never hold it unescaped): where
+// replay looks for the next record after damage.
+var recordStart = []byte(`{"op":"`)
+
+// record is one entry of the log. Op "h" (header: first record after a
+// compaction, and after a write that carries drops the log has no record
+// of) carries Next and DroppedTotal; "e" an event; "a" removes Seq
+// (acknowledged, or a superseded drop report); "d" removes Seq and counts
+// it as dropped.
 type record struct {
 	Op           string       `json:"op"`
 	Seq          uint64       `json:"seq,omitempty"`
@@ -42,93 +50,100 @@ type record struct {
 	DroppedTotal uint64       `json:"dropped_total,omitempty"`
 }
 
-// replay reads every valid record of f, truncates a torn tail and leaves f
-// positioned at its end.
-func (o *Outbox) replay(f *os.File) error {
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("reading outbox log: %w", err)
-	}
-	r := bufio.NewReader(f)
+// span is a region of the log: [Off, Off+Len).
+type span struct{ Off, Len int64 }
+
+// replayed is what a log holds.
+type replayed struct {
+	live    map[uint64]agent.Event
+	nextSeq uint64 // above every sequence number seen; 0 if none
+	dropped uint64
+	dead    int
+	records int
+	end     int64  // end of the last valid record
+	damaged []span // regions between valid records that are none
+	tail    int64  // bytes after the last valid record: a torn write
+}
+
+// parseLog reads every valid record of data. Where a record is not valid,
+// it looks for the next one that is: the bytes in between are damage when
+// a valid record follows, and a torn tail when none does.
+func parseLog(data []byte) replayed {
+	r := replayed{live: map[uint64]agent.Event{}}
 	var off int64
-	live := map[uint64]agent.Event{}
-	for {
-		rec, n, err := readRecord(r)
+	for off < int64(len(data)) {
+		rec, n, err := decodeRecord(data[off:])
 		if err != nil {
-			break // io.EOF at a record boundary, or a torn/corrupt record
+			nextOff := findRecord(data, off+1)
+			if nextOff < 0 {
+				r.tail = int64(len(data)) - off
+				break
+			}
+			r.damaged = append(r.damaged, span{Off: off, Len: nextOff - off})
+			off = nextOff
+			continue
 		}
+		r.apply(rec)
 		off += int64(n)
-		switch rec.Op {
-		case "h":
-			if rec.Next > o.nextSeq {
-				o.nextSeq = rec.Next
-			}
-			o.dropped = rec.DroppedTotal
-		case "e":
-			if rec.Event == nil {
-				o.dead++
-				continue
-			}
-			live[rec.Seq] = *rec.Event
-			if rec.Seq >= o.nextSeq {
-				o.nextSeq = rec.Seq + 1
-			}
-		case "a", "d":
-			if _, ok := live[rec.Seq]; ok {
-				delete(live, rec.Seq)
-				if rec.Op == "d" {
-					o.dropped++
-				}
-			}
-			o.dead += 2
-		default:
-			o.dead++
-		}
+		r.end = off
 	}
-	if off < st.Size() {
-		o.truncated = st.Size() - off
-		if err := f.Truncate(off); err != nil {
-			return fmt.Errorf("truncating torn outbox tail: %w", err)
-		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("syncing outbox log: %w", err)
-		}
-	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return fmt.Errorf("seeking outbox log: %w", err)
-	}
-	o.size = off
-	for seq, e := range live {
-		o.pending = append(o.pending, Item{Seq: seq, Event: e})
-	}
-	sortItems(o.pending)
-	return nil
+	return r
 }
 
-func sortItems(items []Item) {
-	// Insertion sort: replayed logs are nearly ordered already.
-	for i := 1; i < len(items); i++ {
-		for j := i; j > 0 && items[j].Seq < items[j-1].Seq; j-- {
-			items[j], items[j-1] = items[j-1], items[j]
+func (r *replayed) apply(rec record) {
+	r.records++
+	switch {
+	case rec.Op == "h" && rec.Next < maxSeq:
+		r.nextSeq = max(r.nextSeq, rec.Next)
+		r.dropped = rec.DroppedTotal
+	case rec.Op == "e" && rec.Event != nil && rec.Seq > 0 && rec.Seq < maxSeq:
+		r.live[rec.Seq] = *rec.Event
+		r.nextSeq = max(r.nextSeq, rec.Seq+1)
+	case rec.Op == "a" || rec.Op == "d":
+		if _, ok := r.live[rec.Seq]; ok {
+			delete(r.live, rec.Seq)
+			if rec.Op == "d" {
+				r.dropped++
+			}
 		}
+		r.dead += 2
+	default:
+		r.dead++
 	}
 }
 
-// readRecord reads one record; any error means there is no valid record here.
-func readRecord(r *bufio.Reader) (record, int, error) {
-	var h [recordHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return record{}, 0, err
+// findRecord returns the offset of the first valid record that starts at
+// or after from, or -1.
+func findRecord(data []byte, from int64) int64 {
+	for at := from + recordHeader; at < int64(len(data)); {
+		i := bytes.Index(data[at:], recordStart)
+		if i < 0 {
+			return -1
+		}
+		start := at + int64(i) - recordHeader
+		if _, _, err := decodeRecord(data[start:]); err == nil {
+			return start
+		}
+		at += int64(i) + 1
 	}
-	n := binary.LittleEndian.Uint32(h[0:4])
-	sum := binary.LittleEndian.Uint32(h[4:8])
+	return -1
+}
+
+// decodeRecord reads the record at the start of b; any error means there
+// is no valid record there.
+func decodeRecord(b []byte) (record, int, error) {
+	if len(b) < recordHeader {
+		return record{}, 0, io.ErrUnexpectedEOF
+	}
+	n := binary.LittleEndian.Uint32(b[0:4])
+	sum := binary.LittleEndian.Uint32(b[4:8])
 	if n == 0 || n > maxRecord {
 		return record{}, 0, fmt.Errorf("outbox record length %d out of range", n)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return record{}, 0, err
+	if int64(len(b)) < recordHeader+int64(n) {
+		return record{}, 0, io.ErrUnexpectedEOF
 	}
+	body := b[recordHeader : recordHeader+n]
 	if crc32.Checksum(body, castagnoli) != sum {
 		return record{}, 0, errors.New("outbox record checksum mismatch")
 	}
@@ -154,83 +169,156 @@ func encodeRecord(rec record) ([]byte, error) {
 	return buf, nil
 }
 
-// maybeCompact rewrites the log with only the queued events once most of
-// it describes events that are gone. The new log is written to a temporary
-// file, synced and renamed over the old one, so a crash leaves either log
-// complete.
-func (o *Outbox) maybeCompact() error {
-	if o.f == nil {
-		return nil
+// openLog creates the directory (fsynced), opens and replays the log: a
+// torn tail is cut, damage is moved aside and the log rewritten without it.
+func (o *Outbox) openLog() error {
+	if err := statedir.EnsureDir(o.dir, 0o700); err != nil {
+		return fmt.Errorf("creating outbox directory: %w", err)
 	}
-	if o.dead < compactAfter || o.dead < 2*len(o.pending) {
-		return nil
+	// A leftover temporary file is a compaction that never got renamed: the
+	// log it would have replaced is still complete.
+	if err := os.Remove(filepath.Join(o.dir, outboxTmp)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing stale outbox compaction: %w", err)
 	}
-	tmp := filepath.Join(o.dir, outboxTmp)
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	path := filepath.Join(o.dir, outboxLog)
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
+		return fmt.Errorf("opening outbox log: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		if err := statedir.SyncDir(o.dir); err != nil {
+			f.Close()
+			return fmt.Errorf("syncing the outbox directory: %w", err)
+		}
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("reading outbox log: %w", err)
+	}
+	r := parseLog(data)
+	if r.tail > 0 {
+		if err := f.Truncate(r.end); err != nil {
+			f.Close()
+			return fmt.Errorf("truncating torn outbox tail: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("syncing outbox log: %w", err)
+		}
+	}
+	o.f, o.size, o.dead, o.dropped, o.truncated = f, r.end, r.dead, r.dropped, r.tail
+	o.logNext = r.nextSeq
+	o.nextSeq = max(o.nextSeq, r.nextSeq)
+	if r.records == 0 {
+		o.nextSeq = max(o.nextSeq, seqBase(o.now()))
+	}
+	for seq, e := range r.live {
+		o.pending = append(o.pending, entry{Item: Item{Seq: seq, Event: e}, onDisk: true})
+	}
+	sort.Slice(o.pending, func(i, j int) bool { return o.pending[i].Seq < o.pending[j].Seq })
+	if len(r.damaged) > 0 {
+		o.recoverDamage(data, r)
+	}
+	if len(o.pending) > 0 {
+		o.notify()
+	}
+	return nil
+}
+
+// compactHook, if set (by tests), is called before each step of a
+// compaction that can fail: "create", "write", "sync", "rename",
+// "dir-sync". An error it returns is that step's error; it may also block,
+// for a test to kill the process at that step.
+var compactHook func(step string) error
+
+func step(name string, do func() error) error {
+	if compactHook != nil {
+		if err := compactHook(name); err != nil {
+			return err
+		}
+	}
+	return do()
+}
+
+// maybeCompact rewrites the log with only the queued events once most of
+// it describes events that are gone, unless the log is failing or the
+// last compactions failed (then it waits, doubling from 1 s to 10 min).
+func (o *Outbox) maybeCompact() {
+	if o.f == nil || o.disk.failing() || o.dirty() {
+		return
+	}
+	if o.dead < compactAfter || o.dead < 2*len(o.pending) || o.now().Before(o.disk.compactAt) {
+		return
+	}
+	if err := o.compact(); err != nil {
+		o.disk.compactErr = err
+		o.disk.compactDelay = next(o.disk.compactDelay, time.Second, 10*time.Minute)
+		o.disk.compactAt = o.now().Add(o.disk.compactDelay)
+		return
+	}
+	o.disk.compactErr, o.disk.compactDelay, o.disk.compactAt = nil, 0, time.Time{}
+}
+
+// compact writes the queue to a temporary file, syncs it and renames it
+// over the log, so a crash leaves either log complete. A failure before
+// the rename removes the temporary file and leaves the log as it was; once
+// the rename succeeded the new file is the log, even if the directory
+// fsync after it failed (that is retried before the next write).
+func (o *Outbox) compact() error {
+	tmp := filepath.Join(o.dir, outboxTmp)
+	var f *os.File
+	err := step("create", func() (err error) {
+		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		return err
+	})
+	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("compacting outbox: %w", err)
 	}
-	w := bufio.NewWriter(f)
+	var n int64
+	err = step("write", func() (err error) { n, err = o.writeCompacted(f); return err })
+	if err == nil {
+		err = step("sync", f.Sync)
+	}
+	if err == nil {
+		err = step("rename", func() error { return os.Rename(tmp, filepath.Join(o.dir, outboxLog)) })
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("compacting outbox: %w", err)
+	}
+	o.f.Close()
+	o.f, o.size, o.dead = f, n, 0
+	for i := range o.pending {
+		o.pending[i].onDisk = true
+	}
+	o.memOnly = 0
+	o.disk.removals, o.disk.countUnwritten, o.disk.mustCut = nil, false, false
+	if err := step("dir-sync", func() error { return statedir.SyncDir(o.dir) }); err != nil {
+		o.disk.dirSyncErr = err // writes retry it first
+	}
+	return nil
+}
+
+// writeCompacted writes a header and every queued event to f.
+func (o *Outbox) writeCompacted(f *os.File) (int64, error) {
 	recs := []record{{Op: "h", Next: o.nextSeq, DroppedTotal: o.dropped}}
 	for i := range o.pending {
 		recs = append(recs, record{Op: "e", Seq: o.pending[i].Seq, Event: &o.pending[i].Event})
 	}
+	var buf []byte
 	for _, rec := range recs {
 		b, err := encodeRecord(rec)
-		if err == nil {
-			_, err = w.Write(b)
-		}
 		if err != nil {
-			f.Close()
-			return fmt.Errorf("compacting outbox: %w", err)
+			return 0, err
 		}
+		buf = append(buf, b...)
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		return 0, err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(o.dir, outboxLog)); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	if err := statedir.SyncDir(o.dir); err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("compacting outbox: %w", err)
-	}
-	o.f.Close()
-	o.f = f // positioned at its end
-	o.size = st.Size()
-	o.dead = 0
-	return nil
-}
-
-// write appends b to the log (and syncs it if sync). On failure (a full
-// disk, an I/O error) the log is cut back to its last valid length, so a
-// partial record can never sit in the middle of the log and hide the
-// records written after it.
-func (o *Outbox) write(b []byte, sync bool) error {
-	if o.f == nil {
-		return nil // memory only (OpenOrMemory): nothing to write to
-	}
-	_, err := o.f.Write(b)
-	if err == nil && sync {
-		err = o.f.Sync()
-	}
-	if err != nil {
-		if terr := o.f.Truncate(o.size); terr == nil {
-			o.f.Seek(o.size, io.SeekStart)
-		}
-		return fmt.Errorf("writing outbox log: %w", err)
-	}
-	o.size += int64(len(b))
-	return nil
+	return int64(len(buf)), nil
 }

@@ -1,6 +1,6 @@
 // Package outbox is the agent's durable event queue: bounded, on disk,
-// at least once. It only stores; the MQTT publisher drains it and the
-// agent's Recorder fills it.
+// at least once, in order. It only stores; the MQTT publisher drains it
+// and the agent's Recorder fills it.
 package outbox
 
 import (
@@ -14,13 +14,23 @@ import (
 	"github.com/edgeheal/edgeheal/agent"
 )
 
-// KindDropped is the Kind of the event the outbox appends when it had
-// to drop events at its bound. Its Evidence holds "dropped" (events dropped
-// since the previous report that was still queued, see Outbox),
-// "dropped_total" (every event this outbox ever dropped; use it for exact
-// accounting), and "first_dropped_ts"/"last_dropped_ts" (times of the
-// oldest and newest dropped events).
-const KindDropped = "outbox-dropped"
+// Kinds of the events the outbox queues about itself.
+const (
+	// KindDropped is the Kind of the event the outbox appends when it had
+	// to drop events at its bound. Its Evidence holds "dropped" (events
+	// dropped since the previous report that was still queued, see Outbox),
+	// "dropped_by_class" (the same, by Class name), "dropped_total" (every
+	// event this outbox ever dropped; use it for exact accounting), and
+	// "first_dropped_ts"/"last_dropped_ts" (times of the oldest and newest
+	// dropped events).
+	KindDropped = "outbox-dropped"
+	// KindIncident is the kind of the events that report the outbox's own
+	// trouble, with target "outbox": result "damaged" (a damaged region of
+	// the log was moved aside) or "disk-failing" (events are kept in memory
+	// until the log can be written); "recovered" with result "written"
+	// follows the second.
+	KindIncident = "incident"
+)
 
 // DefaultMax is the bound of an outbox opened with Max 0.
 const DefaultMax = 10000
@@ -28,7 +38,9 @@ const DefaultMax = 10000
 // ErrClosed is returned by Append after Close.
 var ErrClosed = errors.New("outbox closed")
 
-// Item is one queued event and its sequence number in the outbox.
+// Item is one queued event and its sequence number. Sequence numbers grow
+// with every event of the node, also across restarts and a wiped state
+// directory (see Outbox), and are carried in the event's payload.
 type Item struct {
 	Seq   uint64
 	Event agent.Event
@@ -46,20 +58,34 @@ type Options struct {
 // Outbox is a bounded, durable, at-least-once event queue on disk.
 //
 // Contract:
-//   - Append returns only after the event is written and fsynced: once it
-//     returned nil, the event survives a crash, kill -9 or power loss.
+//   - Append keeps every event it accepts (it returns nil). While the log
+//     can be written, Append returns only after the event is written and
+//     fsynced, so it survives a crash, kill -9 or power loss. When a write
+//     fails (a full or read-only disk, an I/O error), the event is kept in
+//     memory, bounded the same way, the outbox queues an incident about it,
+//     is degraded in Health, and writes what memory holds as soon as the
+//     log can be written again (Run retries, backing off to 10 s). Errors
+//     after a durable write (a compaction that failed) never make Append
+//     fail: they are the outbox's Health.
 //   - An event leaves the queue only through Ack (the broker acknowledged
-//     it) or by being dropped at the bound, oldest first. Acks are written
-//     but not synced: after a crash an acknowledged event may be delivered
-//     again, so consumers deduplicate by Event.ID.
-//   - At the bound the oldest events are dropped, counted (Dropped, which
-//     persists across restarts) and reported by a queued event of kind
-//     KindDropped. At most one such report is queued at a time: a new
-//     drop supersedes the queued report with one that adds both counts, so
-//     reports never crowd out real events.
-//   - A write torn by a crash can only be at the tail of the log; Open
-//     truncates the log at the first record whose length or checksum is
-//     wrong and keeps everything before it.
+//     it) or by being dropped at the bound. Acks are written but not
+//     synced: after a crash an acknowledged event may be delivered again,
+//     so consumers deduplicate by Event.ID.
+//   - At the bound the least important events are dropped first (see
+//     Class: duplicates and info before actions, actions before
+//     incidents; the oldest first within a class, the new event included),
+//     counted (Dropped, which persists across restarts) and reported by a
+//     queued event of kind KindDropped. At most one such report is queued
+//     at a time: a new drop supersedes the queued report with one that adds
+//     the counts, so reports never crowd out real events.
+//   - Sequence numbers increase with every event. A new log starts them at
+//     the clock's Unix time in microseconds, so that a node whose state
+//     directory was wiped keeps numbering above what it sent before.
+//   - A write torn by a crash can only be at the tail of the log; Open cuts
+//     it (Truncated). A damaged record anywhere else does not cost the
+//     records after it: Open resynchronises at the next valid record, moves
+//     the damaged bytes aside to a file of their own, rewrites the log
+//     without them, and queues an incident that says so (Damaged).
 //
 // Outbox is safe for concurrent use.
 type Outbox struct {
@@ -68,25 +94,33 @@ type Outbox struct {
 	now func() time.Time
 
 	mu        sync.Mutex
-	f         *os.File
-	pending   []Item // ordered by Seq
+	f         *os.File // nil while the log could not be opened
+	pending   []entry  // ordered by Seq
+	memOnly   int      // entries of pending that are not in the log
 	nextSeq   uint64
 	dropped   uint64 // persistent total
 	dead      int    // records in the log that no longer describe a queued event
 	truncated int64  // bytes cut from a torn tail by Open
 	size      int64  // length of the valid log: where the next record goes
+	logNext   uint64 // above every sequence number the log had at Open; 0: none
 	closed    bool
 	changed   chan struct{}
-	// Memory mode: f is nil while the log could not be opened; diskErr
-	// says why. remap holds the sequence numbers of events carried from
-	// memory to the log, for their Acks.
-	diskErr error
-	remap   map[uint64]uint64
+	disk      diskState
+	damage    damageStats
+	// remap holds the sequence numbers of events carried from memory to a
+	// log whose numbers were ahead of them, for their Acks.
+	remap map[uint64]uint64
+}
+
+// entry is a queued event and whether its record is in the log yet.
+type entry struct {
+	Item
+	onDisk bool
 }
 
 // Open opens (creating it if needed) the outbox in dir/outbox and
-// replays its log. A torn tail is truncated; Truncated reports how many
-// bytes were cut.
+// replays its log. A torn tail is truncated (Truncated says how many
+// bytes were cut); damage inside the log is moved aside (see Outbox).
 func Open(dir string, opts Options) (*Outbox, error) {
 	o, err := newOutbox(dir, opts)
 	if err != nil {
@@ -100,25 +134,32 @@ func Open(dir string, opts Options) (*Outbox, error) {
 
 // OpenOrMemory is Open for the daemon: when the log cannot be opened (a
 // read-only, full or missing state directory), the outbox keeps events in
-// memory, bounded the same way, and says so in Health; Run tries the disk
-// again and, once the log opens, writes what memory holds into it. Only
-// bad options are an error.
+// memory, bounded the same way, queues an incident that says so and is
+// degraded in Health; Run tries the disk again and, once the log opens,
+// writes what memory holds into it. Only bad options are an error.
 func OpenOrMemory(dir string, opts Options) (*Outbox, error) {
 	o, err := newOutbox(dir, opts)
 	if err != nil {
 		return nil, err
 	}
 	if err := o.openLog(); err != nil {
-		o.diskErr = err
-		// Sequence numbers in memory must never be those of the log's own
-		// events, so that an Ack after the log opened finds the right one.
-		o.nextSeq = memorySeqBase
+		o.nextSeq = seqBase(o.now())
+		o.diskFailed(fmt.Errorf("opening the outbox log: %w", err))
 	}
 	return o, nil
 }
 
-// memorySeqBase is where sequence numbers start for events kept in memory.
-const memorySeqBase = 1 << 62
+// seqBase is where the sequence numbers of a new log start: the Unix time
+// in microseconds, above any number a log created earlier reached unless
+// it counted more than one event per microsecond of its life. (It stays
+// below 2^53, exact in JSON, until the year 2255.)
+func seqBase(now time.Time) uint64 {
+	return max(1, uint64(now.UnixMicro()))
+}
+
+// maxSeq bounds the sequence numbers a replayed record may have: larger
+// ones are no record this outbox wrote.
+const maxSeq = 1 << 62
 
 func newOutbox(dir string, opts Options) (*Outbox, error) {
 	if opts.Max == 0 {
@@ -140,31 +181,6 @@ func newOutbox(dir string, opts Options) (*Outbox, error) {
 	}, nil
 }
 
-// openLog creates the directory, opens and replays the log.
-func (o *Outbox) openLog() error {
-	if err := os.MkdirAll(o.dir, 0o700); err != nil {
-		return fmt.Errorf("creating outbox directory: %w", err)
-	}
-	// A leftover temporary file is a compaction that never got renamed: the
-	// log it would have replaced is still complete.
-	if err := os.Remove(filepath.Join(o.dir, outboxTmp)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing stale outbox compaction: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(o.dir, outboxLog), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("opening outbox log: %w", err)
-	}
-	if err := o.replay(f); err != nil {
-		f.Close()
-		return err
-	}
-	o.f = f
-	if len(o.pending) > 0 {
-		o.notify()
-	}
-	return nil
-}
-
 func (o *Outbox) notify() {
 	select {
 	case o.changed <- struct{}{}:
@@ -172,10 +188,10 @@ func (o *Outbox) notify() {
 	}
 }
 
-// Append queues e durably: it returns after the event is written and
-// fsynced. An empty ID is replaced by agent.NewEventID() and a zero Time by
-// the current time. At the bound the oldest events are dropped first (see
-// Outbox). Append does no network I/O.
+// Append queues e: see Outbox for what is guaranteed. An empty ID is
+// replaced by agent.NewEventID() and a zero Time by the current time. The
+// only errors are ErrClosed and an event too large to be a record (larger
+// than 1 MiB as JSON): then nothing was queued. Append does no network I/O.
 func (o *Outbox) Append(e agent.Event) error {
 	if e.ID == "" {
 		e.ID = agent.NewEventID()
@@ -188,172 +204,103 @@ func (o *Outbox) Append(e agent.Event) error {
 	if o.closed {
 		return ErrClosed
 	}
-	var buf []byte
-	drop, report, superseded, err := o.planDrop(1)
-	if err != nil {
+	if err := o.add(e); err != nil {
 		return err
 	}
-	for _, it := range drop {
-		b, err := encodeRecord(record{Op: "d", Seq: it.Seq})
-		if err != nil {
-			return err
-		}
-		buf = append(buf, b...)
+	o.maybeCompact()
+	return nil
+}
+
+// add queues e under o.mu: drops what the bound requires, and writes it to
+// the log unless the log is failing.
+func (o *Outbox) add(e agent.Event) error {
+	if e.ID == "" {
+		e.ID = agent.NewEventID()
 	}
-	if superseded != nil {
-		b, err := encodeRecord(record{Op: "a", Seq: superseded.Seq})
-		if err != nil {
-			return err
-		}
-		buf = append(buf, b...)
+	it := Item{Seq: o.nextSeq, Event: e}
+	if _, err := encodeRecord(record{Op: "e", Seq: it.Seq, Event: &it.Event}); err != nil {
+		return err // it could never be written: refuse it now
 	}
-	var reportItem Item
-	if report != nil {
-		reportItem = Item{Seq: o.nextSeq, Event: *report}
-		b, err := encodeRecord(record{Op: "e", Seq: reportItem.Seq, Event: report})
-		if err != nil {
-			return err
-		}
-		buf = append(buf, b...)
-	}
-	seq := o.nextSeq
-	if report != nil {
-		seq++
-	}
-	b, err := encodeRecord(record{Op: "e", Seq: seq, Event: &e})
-	if err != nil {
-		return err
-	}
-	buf = append(buf, b...)
-	// One write and one fsync for the event and any drops it caused: either
-	// all of it is durable, or the torn tail is cut at Open.
-	if err := o.write(buf, true); err != nil {
-		return err
-	}
-	// The log is durable: apply to memory.
-	o.nextSeq = seq + 1
-	o.dropped += uint64(len(drop))
-	o.dead += 2 * len(drop)
-	o.removeItems(drop)
-	if superseded != nil {
-		o.removeItems([]Item{*superseded})
-		o.dead += 2
-	}
-	if report != nil {
-		o.insertItem(reportItem)
-	}
-	o.pending = append(o.pending, Item{Seq: seq, Event: e})
+	o.nextSeq++
+	o.insert(entry{Item: it})
+	o.bound()
+	o.sync(true)
 	o.notify()
-	return o.maybeCompact()
+	return nil
 }
 
-// planDrop decides what to drop so that adding n events keeps the queue at
-// or below its bound. It returns the events to drop, the new drop report
-// (nil when nothing is dropped) and the queued report it supersedes (nil
-// when none was queued).
-func (o *Outbox) planDrop(n int) (drop []Item, report *agent.Event, superseded *Item, err error) {
-	need := len(o.pending) + n - o.max
-	if need <= 0 {
-		return nil, nil, nil, nil
-	}
-	prevCount := uint64(0)
-	first, last := time.Time{}, time.Time{}
-	for i := range o.pending {
-		if o.pending[i].Event.Kind == KindDropped {
-			it := o.pending[i]
-			superseded = &it
-			prevCount, first, last = dropEvidence(it.Event)
-			break
-		}
-	}
-	if superseded == nil {
-		need++ // the report takes a slot of its own
-	}
-	for _, it := range o.pending {
-		if len(drop) == need {
-			break
-		}
-		if it.Event.Kind == KindDropped {
-			continue
-		}
-		drop = append(drop, it)
-	}
-	if len(drop) == 0 {
-		return nil, nil, nil, nil
-	}
-	for _, it := range drop {
-		t := it.Event.Time
-		if first.IsZero() || t.Before(first) {
-			first = t
-		}
-		if last.IsZero() || t.After(last) {
-			last = t
-		}
-	}
-	count := prevCount + uint64(len(drop))
-	total := o.dropped + uint64(len(drop))
-	report = &agent.Event{
-		ID:     agent.NewEventID(),
-		Time:   o.now().UTC(),
-		Kind:   KindDropped,
-		Target: "outbox",
-		Result: "dropped",
-		Summary: fmt.Sprintf("outbox full (%d events): dropped the %d oldest undelivered events (%d in total)",
-			o.max, count, total),
-		Evidence: map[string]any{
-			"dropped":          count,
-			"dropped_total":    total,
-			"first_dropped_ts": first.UTC().Format(time.RFC3339Nano),
-			"last_dropped_ts":  last.UTC().Format(time.RFC3339Nano),
-		},
-	}
-	return drop, report, superseded, nil
-}
-
-// dropEvidence reads back the counts of a queued drop report, whether it was
-// built in this process (uint64) or replayed from the log (float64).
-func dropEvidence(e agent.Event) (count uint64, first, last time.Time) {
-	switch v := e.Evidence["dropped"].(type) {
-	case uint64:
-		count = v
-	case float64:
-		count = uint64(v)
-	}
-	if s, ok := e.Evidence["first_dropped_ts"].(string); ok {
-		first, _ = time.Parse(time.RFC3339Nano, s)
-	}
-	if s, ok := e.Evidence["last_dropped_ts"].(string); ok {
-		last, _ = time.Parse(time.RFC3339Nano, s)
-	}
-	return count, first, last
-}
-
-func (o *Outbox) removeItems(items []Item) {
-	if len(items) == 0 {
+// bound drops what must go for the queue to fit in max, the drop report
+// included, and queues the report.
+func (o *Outbox) bound() {
+	if len(o.pending) <= o.max {
 		return
 	}
-	gone := make(map[uint64]bool, len(items))
-	for _, it := range items {
-		gone[it.Seq] = true
+	items := make([]*Item, len(o.pending))
+	for i := range o.pending {
+		items[i] = &o.pending[i].Item
 	}
-	kept := o.pending[:0]
-	for _, it := range o.pending {
-		if !gone[it.Seq] {
-			kept = append(kept, it)
-		}
+	p := planDrop(items, o.max, o.dropped, o.now())
+	o.applyDrop(p)
+	if p.report != nil {
+		o.insert(entry{Item: Item{Seq: o.nextSeq, Event: *p.report}})
+		o.nextSeq++
 	}
-	clear(o.pending[len(kept):])
-	o.pending = kept
 }
 
-func (o *Outbox) insertItem(it Item) {
-	o.pending = append(o.pending, it)
-	sortItems(o.pending)
+// applyDrop removes what p drops and supersedes from memory and notes the
+// records the log needs for it.
+func (o *Outbox) applyDrop(p dropPlan) {
+	for _, d := range p.drop {
+		o.remove(d.Seq, "d")
+	}
+	o.dropped += uint64(len(p.drop))
+	if p.superseded != nil {
+		o.remove(p.superseded.Seq, "a")
+	}
+}
+
+// remove takes seq out of the queue; op ("a" acked or superseded, "d"
+// dropped) is the record that tells the log, when the event is in it. A
+// drop of an event the log never had is counted through the header the
+// next write carries.
+func (o *Outbox) remove(seq uint64, op string) bool {
+	for i, en := range o.pending {
+		if en.Seq != seq {
+			continue
+		}
+		o.pending = append(o.pending[:i], o.pending[i+1:]...)
+		if !en.onDisk {
+			o.memOnly--
+		}
+		switch {
+		case en.onDisk:
+			o.disk.removals = append(o.disk.removals, record{Op: op, Seq: seq})
+		case op == "d":
+			o.disk.countUnwritten = true
+		}
+		return true
+	}
+	return false
+}
+
+// insert puts en at its place by Seq (at the end, but for a renumbering).
+func (o *Outbox) insert(en entry) {
+	if !en.onDisk {
+		o.memOnly++
+	}
+	i := len(o.pending)
+	for i > 0 && o.pending[i-1].Seq > en.Seq {
+		i--
+	}
+	o.pending = append(o.pending, entry{})
+	copy(o.pending[i+1:], o.pending[i:])
+	o.pending[i] = en
 }
 
 // Ack removes the event with seq after the broker acknowledged it. Acking a
 // seq that is no longer queued (dropped, superseded, acked twice) is a no-op.
-// The removal is written but not synced (see Outbox).
+// The removal is written but not synced (see Outbox); a log that cannot be
+// written gets it with the next write that succeeds.
 func (o *Outbox) Ack(seq uint64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -364,22 +311,11 @@ func (o *Outbox) Ack(seq uint64) error {
 		delete(o.remap, seq)
 		seq = n
 	}
-	i := 0
-	for ; i < len(o.pending) && o.pending[i].Seq != seq; i++ {
+	if o.remove(seq, "a") {
+		o.sync(false)
+		o.maybeCompact()
 	}
-	if i == len(o.pending) {
-		return nil
-	}
-	b, err := encodeRecord(record{Op: "a", Seq: seq})
-	if err != nil {
-		return err
-	}
-	if err := o.write(b, false); err != nil {
-		return err
-	}
-	o.pending = append(o.pending[:i], o.pending[i+1:]...)
-	o.dead += 2
-	return o.maybeCompact()
+	return nil
 }
 
 // Pending returns up to limit queued events, oldest first (all if limit <= 0).
@@ -390,7 +326,11 @@ func (o *Outbox) Pending(limit int) []Item {
 	if limit > 0 && limit < n {
 		n = limit
 	}
-	return append([]Item(nil), o.pending[:n]...)
+	out := make([]Item, n)
+	for i := range out {
+		out[i] = o.pending[i].Item
+	}
+	return out
 }
 
 // Changed is signalled (coalesced, never blocking Append) after an Append,
@@ -402,6 +342,14 @@ func (o *Outbox) Depth() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.pending)
+}
+
+// MemoryOnly is the number of queued events that are not in the log yet
+// (the log could not be written or opened).
+func (o *Outbox) MemoryOnly() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.memOnly
 }
 
 // Dropped is the number of events this outbox ever dropped at its bound,
@@ -419,12 +367,25 @@ func (o *Outbox) Truncated() int64 {
 	return o.truncated
 }
 
-// Close syncs and closes the log. Later Appends fail with ErrClosed.
+// Damaged is the number of bytes of damaged log this outbox moved aside
+// since it was opened.
+func (o *Outbox) Damaged() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.damage.bytes
+}
+
+// Close writes what memory holds if it can, syncs and closes the log.
+// Later Appends fail with ErrClosed.
 func (o *Outbox) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
 		return nil
+	}
+	if o.f != nil && o.dirty() {
+		o.disk.retryAt = time.Time{}
+		o.sync(true)
 	}
 	o.closed = true
 	if o.f == nil {

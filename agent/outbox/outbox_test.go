@@ -149,7 +149,19 @@ func appendBytes(t *testing.T, path string, b []byte) {
 	}
 }
 
-func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
+func reports(items []Item) []agent.Event {
+	var out []agent.Event
+	for _, it := range items {
+		if it.Event.Kind == KindDropped {
+			out = append(out, it.Event)
+		}
+	}
+	return out
+}
+
+// At the bound the least important go first (here all are incidents, so
+// the oldest), one report counts them, and a later drop supersedes it.
+func TestOutboxDropsAtItsBoundAndReportsIt(t *testing.T) {
 	dir := t.TempDir()
 	o := mustOpen(t, dir, 5)
 	for i := range 5 {
@@ -162,11 +174,11 @@ func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := o.Pending(0)
-	if diff := cmp.Diff([]string{"ev-002", "ev-003", "ev-004", got[3].Event.ID, "ev-005"}, ids(got)); diff != "" {
+	if diff := cmp.Diff([]string{"ev-002", "ev-003", "ev-004", "ev-005", got[4].Event.ID}, ids(got)); diff != "" {
 		t.Errorf("pending after the first drop (-want +got):\n%s", diff)
 	}
-	if got[3].Event.Kind != KindDropped || got[3].Event.Evidence["dropped"] != uint64(2) {
-		t.Errorf("report = %+v, want kind %s with dropped 2", got[3].Event, KindDropped)
+	if got[4].Event.Kind != KindDropped || got[4].Event.Evidence["dropped"] != uint64(2) {
+		t.Errorf("report = %+v, want kind %s with dropped 2", got[4].Event, KindDropped)
 	}
 	// Another: one more dropped, and the report is superseded, not added.
 	if err := o.Append(event(6)); err != nil {
@@ -176,22 +188,18 @@ func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
 	if len(got) != 5 {
 		t.Fatalf("depth = %d, want 5", len(got))
 	}
-	var reports []agent.Event
-	for _, it := range got {
-		if it.Event.Kind == KindDropped {
-			reports = append(reports, it.Event)
-		}
-	}
-	if len(reports) != 1 {
-		t.Fatalf("%d drop reports queued, want 1", len(reports))
+	rs := reports(got)
+	if len(rs) != 1 {
+		t.Fatalf("%d drop reports queued, want 1", len(rs))
 	}
 	wantEv := map[string]any{
 		"dropped":          uint64(3),
+		"dropped_by_class": map[string]uint64{"incident": 3},
 		"dropped_total":    uint64(3),
 		"first_dropped_ts": event(0).Time.Format(time.RFC3339Nano),
 		"last_dropped_ts":  event(2).Time.Format(time.RFC3339Nano),
 	}
-	if diff := cmp.Diff(wantEv, reports[0].Evidence); diff != "" {
+	if diff := cmp.Diff(wantEv, rs[0].Evidence); diff != "" {
 		t.Errorf("report evidence (-want +got):\n%s", diff)
 	}
 	if o.Dropped() != 3 {
@@ -208,10 +216,99 @@ func TestOutboxDropsTheOldestAtItsBoundAndReportsIt(t *testing.T) {
 	if err := o2.Append(event(7)); err != nil {
 		t.Fatal(err)
 	}
-	for _, it := range o2.Pending(0) {
-		if it.Event.Kind == KindDropped && it.Event.Evidence["dropped"] != uint64(4) {
-			t.Errorf("report after reopen: dropped = %v, want 4", it.Event.Evidence["dropped"])
+	rs = reports(o2.Pending(0))
+	if len(rs) != 1 || rs[0].Evidence["dropped"] != uint64(4) || rs[0].Evidence["dropped_by_class"].(map[string]uint64)["incident"] != 4 {
+		t.Errorf("report after reopen: %v, want one with dropped 4, all incidents", rs)
+	}
+}
+
+func ev(id, kind, target, result string) agent.Event {
+	return agent.Event{ID: id, Kind: kind, Target: target, Result: result, Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+}
+
+func TestDropOrderIsDuplicatesAndInfoThenActionsThenIncidentsOldestFirst(t *testing.T) {
+	items := []Item{
+		{1, ev("inc-a", "incident", "wg0/A", "opened")},
+		{2, ev("drift-1", "offload-drift", "wwan0", "")},
+		{3, ev("act-1", "action", "wwan0", "changed")},
+		{4, ev("drift-2", "offload-drift", "wwan0", "")}, // a repeat of drift-1
+		{5, ev("inc-a2", "incident", "wg0/A", "opened")}, // incidents are never duplicates
+		{6, ev("comp", "component", "mqtt", "failed")},
+		{7, ev("act-2", "action", "wwan0", "changed")}, // a repeat of act-1
+		{8, ev("rec", "recovered", "wg0/A", "ok")},
+		{9, ev("report", KindDropped, "outbox", "dropped")}, // never dropped: superseded
+		{10, ev("gave", "gave-up", "wg0/A", "degraded")},
+	}
+	ptrs := make([]*Item, len(items))
+	for i := range items {
+		ptrs[i] = &items[i]
+	}
+	classes := classify(ptrs)
+	var got []string
+	for _, i := range dropOrder(ptrs, classes) {
+		got = append(got, fmt.Sprintf("%s:%s", items[i].Event.ID, classes[i]))
+	}
+	want := []string{
+		"drift-2:duplicate", "act-2:duplicate",
+		"drift-1:info", "comp:info",
+		"act-1:action", "rec:action",
+		"inc-a:incident", "inc-a2:incident", "gave:incident",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("drop order (-want +got):\n%s", diff)
+	}
+}
+
+// A full outbox keeps its incidents: chatter goes first, even the new
+// event itself when it matters least.
+func TestOutboxDropsTheLeastImportantFirstAndCountsByClass(t *testing.T) {
+	o := mustOpen(t, t.TempDir(), 6)
+	for _, e := range []agent.Event{
+		ev("inc-1", "incident", "wg0/A", "opened"),
+		ev("drift-1", "offload-drift", "wwan0", ""),
+		ev("drift-2", "offload-drift", "wwan0", ""),
+		ev("act-1", "action", "wg0/A", "changed"),
+		ev("inc-2", "incident", "wg0/B", "opened"),
+		ev("drift-3", "offload-drift", "wwan0", ""),
+	} {
+		if err := o.Append(e); err != nil {
+			t.Fatal(err)
 		}
+	}
+	// Full: a new incident costs the two duplicates (one for it, one for
+	// the report).
+	if err := o.Append(ev("inc-3", "incident", "wg0/C", "opened")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"inc-1", "drift-1", "act-1", "inc-2", "inc-3"}, ids(o.Pending(0))[:5]); diff != "" {
+		t.Errorf("after the first drop (-want +got):\n%s", diff)
+	}
+	// Then the info, then the action; incidents stay.
+	for _, id := range []string{"inc-4", "inc-5"} {
+		if err := o.Append(ev(id, "incident", "wg0/"+id, "opened")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"inc-1", "inc-2", "inc-3", "inc-4", "inc-5"}, ids(o.Pending(0))[:5]); diff != "" {
+		t.Errorf("after dropping info and the action (-want +got):\n%s", diff)
+	}
+	// Only incidents left: a new info event is the one dropped.
+	if err := o.Append(ev("info-late", "workload", "telemetry", "ok")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"inc-1", "inc-2", "inc-3", "inc-4", "inc-5"}, ids(o.Pending(0))[:5]); diff != "" {
+		t.Errorf("a new info event into a queue of incidents (-want +got):\n%s", diff)
+	}
+	rs := reports(o.Pending(0))
+	if len(rs) != 1 {
+		t.Fatalf("%d reports, want 1", len(rs))
+	}
+	want := map[string]uint64{"duplicate": 2, "info": 2, "action": 1}
+	if diff := cmp.Diff(want, rs[0].Evidence["dropped_by_class"]); diff != "" {
+		t.Errorf("dropped by class (-want +got):\n%s", diff)
+	}
+	if o.Dropped() != 5 || !strings.Contains(rs[0].Summary, "2 duplicate, 2 info, 1 action") {
+		t.Errorf("Dropped() = %d, summary %q; want 5 and the classes", o.Dropped(), rs[0].Summary)
 	}
 }
 
@@ -268,7 +365,7 @@ func FuzzOutboxReplay(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "outbox", outboxLog), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o, err := Open(dir, Options{Max: 10})
+		o, err := Open(dir, Options{Max: 100000})
 		if err != nil {
 			t.Fatalf("Open on arbitrary bytes: %v", err)
 		}
@@ -277,7 +374,7 @@ func FuzzOutboxReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		o.Close()
-		o2, err := Open(dir, Options{Max: 10})
+		o2, err := Open(dir, Options{Max: 100000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +429,10 @@ func TestOutboxKeepsEventsInMemoryUntilItsLogOpens(t *testing.T) {
 			t.Fatalf("Append in memory: %v", err)
 		}
 	}
-	inflight := o.Pending(1)[0] // the publisher holds it while the log opens
+	inflight := o.Pending(0)[1] // ev-000, which the publisher holds while the log opens
+	if inflight.Event.ID != "ev-000" {
+		t.Fatalf("queued %v, want the disk incident and ev-000 first", describe(o.Pending(0)))
+	}
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
@@ -348,12 +448,27 @@ func TestOutboxKeepsEventsInMemoryUntilItsLogOpens(t *testing.T) {
 	if err := o.Ack(inflight.Seq); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"ev-001", "ev-002"}, ids(o.Pending(0))); diff != "" {
+	want := []string{"incident outbox disk-failing", "ev-001", "ev-002", "recovered outbox written"}
+	if diff := cmp.Diff(want, describe(o.Pending(0))); diff != "" {
 		t.Errorf("pending after the ack (-want +got):\n%s", diff)
 	}
 	o.Close()
 	again := mustOpen(t, blocker, 10)
-	if diff := cmp.Diff([]string{"ev-001", "ev-002"}, ids(again.Pending(0))); diff != "" {
+	if diff := cmp.Diff(want, describe(again.Pending(0))); diff != "" {
 		t.Errorf("the log after reopening (-want +got):\n%s", diff)
 	}
+}
+
+// describe is the ids of events, and kind, target and result of the
+// outbox's own.
+func describe(items []Item) []string {
+	var out []string
+	for _, it := range items {
+		if it.Event.Target == "outbox" {
+			out = append(out, it.Event.Kind+" outbox "+it.Event.Result)
+			continue
+		}
+		out = append(out, it.Event.ID)
+	}
+	return out
 }

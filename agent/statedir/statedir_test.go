@@ -47,3 +47,29 @@ func TestWriteFileIntoAReadOnlyDirectoryFails(t *testing.T) {
 		t.Error("writing into a read-only directory succeeded")
 	}
 }
+
+func TestEnsureDirCreatesEveryMissingParentAndLeavesAnExistingOneAlone(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b", "c")
+	if err := EnsureDir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(root, "a"), filepath.Join(root, "a", "b"), dir} {
+		if st, err := os.Stat(d); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v; want a directory with mode 0700", d, st, err)
+		}
+	}
+	if err := EnsureDir(dir, 0o755); err != nil {
+		t.Errorf("an existing directory: %v", err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureDir(file, 0o700); err == nil {
+		t.Error("EnsureDir on a regular file succeeded")
+	}
+	if err := EnsureDir(filepath.Join(file, "x"), 0o700); err == nil {
+		t.Error("EnsureDir under a regular file succeeded")
+	}
+}

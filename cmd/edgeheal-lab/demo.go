@@ -73,8 +73,9 @@ type demoSummary struct {
 	FreshHandshake       bool
 	BrokerDiagnosis      string // act 4: the first event during the outage
 	BrokerTunnelActions  int
-	QueuedDelivered      int // events from the outage delivered after it
-	Events               int // events the cloud received
+	QueuedDelivered      int           // events from the outage delivered after it
+	QueuedDeliveredAfter time.Duration // broker back → the last of them at the cloud
+	Events               int           // events the cloud received
 	Problems             []string
 }
 

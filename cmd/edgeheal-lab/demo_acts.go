@@ -182,8 +182,8 @@ func (d *demo) act4(ctx context.Context) error {
 	}
 	d.say("lab", "broker back")
 	// Wait for the outbox to deliver what happened during the outage: the
-	// agent reconnects with a jittered backoff, so this can take a while.
-	d.say("demo", "waiting for edgeheal to reconnect and deliver its queued events (jittered backoff)")
+	// agent checks the broker's port every ~2 s while disconnected.
+	d.say("demo", "waiting for edgeheal to reconnect and deliver its queued events")
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		got := map[string]bool{}
@@ -208,6 +208,14 @@ func (d *demo) act4(ctx context.Context) error {
 	}
 	evs := bench.EventsBetween(d.c.Events(), start, restarted)
 	d.sum.QueuedDelivered = queued(evs, start, restarted)
+	for _, e := range evs {
+		if e.Received.After(restarted) {
+			d.sum.QueuedDeliveredAfter = max(d.sum.QueuedDeliveredAfter, e.Received.Sub(restarted))
+		}
+	}
+	if d.sum.QueuedDelivered > 0 {
+		d.say("lab", "%d events queued during the outage reached the cloud, the last %s after the broker's return", d.sum.QueuedDelivered, ms(d.sum.QueuedDeliveredAfter))
+	}
 	for _, e := range evs {
 		if e.TunnelAction(d.l.EdgeWG()) {
 			d.sum.BrokerTunnelActions++

@@ -58,6 +58,7 @@ func (d *demo) report() {
 	row("4. broker outage: first event", diag)
 	row("   tunnel actions during the broker outage", fmt.Sprint(s.BrokerTunnelActions))
 	row("   events queued during the outage, delivered after it", fmt.Sprint(s.QueuedDelivered))
+	row("   the last of them at the cloud after the broker's return", ms(s.QueuedDeliveredAfter))
 	row("telemetry overall", fmt.Sprintf("%d sent, %d delivered (%.2f %% lost, most before edgeheal started)", st.Sent, st.Received, st.LossPct))
 	if len(s.Problems) > 0 {
 		fmt.Fprintf(w, "  PROBLEMS: %s\n", strings.Join(s.Problems, "; "))

@@ -60,9 +60,10 @@ func TestLabDemoShort(t *testing.T) {
 	if sum.BrokerTunnelActions != 0 {
 		t.Errorf("%d tunnel actions during the broker outage", sum.BrokerTunnelActions)
 	}
-	if sum.QueuedDelivered == 0 {
-		t.Errorf("no event queued during the broker outage reached the cloud")
+	if sum.QueuedDelivered == 0 || sum.QueuedDeliveredAfter <= 0 {
+		t.Errorf("no event queued during the broker outage reached the cloud (%d, last after %v)", sum.QueuedDelivered, sum.QueuedDeliveredAfter)
 	}
+	t.Logf("act 4: the queued events reached the cloud %v after the broker's return (measured, not asserted)", sum.QueuedDeliveredAfter)
 	for _, s := range []string{"== Act 1", "== Act 4", "== What the cloud received", "== Summary", "cleaned up",
 		"fleet view (edgeheal-fleet's page and /metrics) while the demo runs: http://127.0.0.1:",
 		"after act 1: ", "after act 4: "} {

@@ -236,3 +236,32 @@ func field(line, key string) string {
 	}
 	return ""
 }
+
+// config check refuses credentials in a broker URL and a password over
+// plain tcp:// (unless the config accepts it), naming file, key and reason,
+// and never shows the password.
+func TestConfigCheckRefusesCredentialsInTheURLAndAPasswordInClear(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	dropIn := filepath.Join(dir, "config.d", "50-report.yaml")
+	writeFile(t, cfg, "version: 1\nnode: {name: n1}\n")
+	writeFile(t, dropIn, "report:\n  mqtt: {broker: \"tcp://n1:pw-s3cret@cloud:1883\"}\n")
+	code, _, stderr := run("config", "check", "--config", cfg)
+	if code != exitProblem || !strings.Contains(stderr, dropIn+`: report.mqtt.broker: "tcp://***@cloud:1883": credentials do not belong in a broker URL`) {
+		t.Errorf("credentials in the URL: exit %d, stderr:\n%s", code, stderr)
+	}
+	if strings.Contains(stderr, "pw-s3cret") {
+		t.Errorf("config check shows the password:\n%s", stderr)
+	}
+
+	writeFile(t, dropIn, "report:\n  mqtt: {broker: \"tcp://cloud:1883\", username: n1, password_file: /etc/edgeheal/mqtt.password}\n")
+	code, _, stderr = run("config", "check", "--config", cfg)
+	if code != exitProblem || !strings.Contains(stderr, dropIn+": report.mqtt.password_file: the password would cross the network in clear") {
+		t.Errorf("a password over tcp://: exit %d, stderr:\n%s", code, stderr)
+	}
+
+	writeFile(t, dropIn, "report:\n  mqtt: {broker: \"tcp://cloud:1883\", username: n1, password_file: /etc/edgeheal/mqtt.password, insecure_plaintext: true}\n")
+	if code, _, stderr = run("config", "check", "--config", cfg); code != exitOK {
+		t.Errorf("a password over tcp:// with insecure_plaintext: exit %d, stderr:\n%s", code, stderr)
+	}
+}

@@ -29,8 +29,9 @@ type reporting struct {
 	log       *slog.Logger
 }
 
-func newReporting(cfg *configs.Config, log *slog.Logger) *reporting {
+func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher) *reporting {
 	r := &reporting{log: log}
+	warnAboutSecrets(cfg, log)
 	var err error
 	r.outbox, err = outbox.OpenOrMemory(cfg.Report.StateDir, outbox.Options{})
 	if err != nil {
@@ -54,6 +55,8 @@ func newReporting(cfg *configs.Config, log *slog.Logger) *reporting {
 			Outbox:  r.outbox,
 			Session: mqtt.OpenSession(cfg.Report.StateDir, nil),
 			Logger:  log.With("component", "mqtt"),
+			Links:   links,
+			Emit:    func(e agent.Event) { r.recorder.Emit(e) }, // the recorder is made below, before anything runs
 		})
 		if err != nil {
 			panic(err) // configs validated the broker URL and the node name
@@ -65,7 +68,7 @@ func newReporting(cfg *configs.Config, log *slog.Logger) *reporting {
 		mopts.MQTT = r.publisher.Connected
 	}
 	r.metrics = metrics.New(mopts)
-	r.recorder = &agent.Recorder{Store: r.outbox, OnEvent: r.metrics.ObserveEvent, Log: log.With("component", "events")}
+	r.recorder = &agent.Recorder{Store: r.outbox, OnEvent: r.onEvent, Log: log.With("component", "events")}
 	if r.evidence != nil {
 		r.recorder.Evidence = r.evidence
 	}
@@ -73,6 +76,29 @@ func newReporting(cfg *configs.Config, log *slog.Logger) *reporting {
 		log.Warn("systemd watchdog off", "error", err)
 	}
 	return r
+}
+
+// warnAboutSecrets logs, at every start, a password accepted over a plain
+// transport and every key or password file that group or others can read.
+func warnAboutSecrets(cfg *configs.Config, log *slog.Logger) {
+	if w := cfg.Report.MQTT.PlaintextWarning(); w != "" {
+		log.Warn(w)
+	}
+	for _, f := range cfg.SecretFiles() {
+		if err := configs.CheckSecretFile(f.Path); err != nil {
+			log.Warn("a secret file is readable by others", "key", f.Key, "error", err)
+		}
+	}
+}
+
+// onEvent is every event's first stop: the metrics count it, and an event
+// that says the path may be back makes a disconnected publisher check the
+// broker at once.
+func (r *reporting) onEvent(e agent.Event) {
+	r.metrics.ObserveEvent(e)
+	if r.publisher != nil && mqtt.SuggestsThePathIsBack(e) {
+		r.publisher.TryNow()
+	}
 }
 
 // wire hands the reporting components to the agent and points the HTTP

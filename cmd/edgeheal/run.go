@@ -49,7 +49,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 
 	sys := system.Open()
 	defer sys.Close()
-	rep := newReporting(cfg, log)
+	rep := newReporting(cfg, log, sys.OS().Links)
 	// The policy state lives beside the last good config: a config change
 	// must not move (and so reset) the bounds on disruptive actions.
 	ledger, _ := agent.OpenLedger(*stateDir, time.Now(), log) // an unreadable file is logged, moved aside, and starts empty
@@ -144,9 +144,9 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	switch format {
 	case "text":
 		// Structured journal entries when stderr is the journal, text otherwise.
-		return slog.New(logHandler(w, lv, "edgeheal")), nil
+		return slog.New(redacting(logHandler(w, lv, "edgeheal"))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
+		return slog.New(redacting(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }

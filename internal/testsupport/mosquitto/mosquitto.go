@@ -147,9 +147,13 @@ type Options struct {
 	// Netns is a network namespace file to run the broker in; empty: the
 	// test's own namespace.
 	Netns string
-	// Extra is appended to the broker's configuration as it is, e.g.
-	// "max_queued_messages 100000\n" for a fleet-sized subscriber.
+	// Extra is more configuration, appended as it is (e.g.
+	// "max_queued_messages 0\n").
 	Extra string
+	// OpenFiles, if set, raises the broker's open-file limit to this (or
+	// to the hard limit, if that is lower), for tests with thousands of
+	// clients: each client is a file descriptor.
+	OpenFiles int
 }
 
 // Broker is one mosquitto owned by a test.
@@ -287,11 +291,16 @@ func (b *Broker) Start() {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	cmd := exec.Command(Binary, "-c", b.conf)
+	args := []string{Binary, "-c", b.conf}
 	if b.opts.Netns != "" {
 		// nsenter execs mosquitto, so the PID is mosquitto's.
-		cmd = exec.Command("nsenter", "--net="+b.opts.Netns, Binary, "-c", b.conf)
+		args = append([]string{"nsenter", "--net=" + b.opts.Netns}, args...)
 	}
+	if n := b.openFiles(); n > 0 {
+		// prlimit execs its command too.
+		args = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", n, n)}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -304,6 +313,19 @@ func (b *Broker) Start() {
 			b.waitListening(addr)
 		}
 	}
+}
+
+// openFiles is the open-file limit to give the broker: Options.OpenFiles,
+// at most the hard limit; 0 leaves the inherited one.
+func (b *Broker) openFiles() int {
+	if b.opts.OpenFiles == 0 {
+		return 0
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return int(min(uint64(b.opts.OpenFiles), lim.Max))
 }
 
 func (b *Broker) waitListening(addr string) {
