@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -70,6 +71,12 @@ func TestRenderedFilesValidateOverThePackagedConfig(t *testing.T) {
 		}
 		if cfg.Node.Name != f.Node {
 			t.Errorf("%s: node.name = %q, want %q", f.File, cfg.Node.Name, f.Node)
+		}
+		// A fleet's nodes spread their return to a broker they share; the
+		// rest of the reconnect policy stays the packaged defaults.
+		rc := cfg.Report.MQTT.Reconnect
+		if rc.ConnectJitter != Duration(12*time.Second) || rc.ProbeInterval != Duration(2*time.Second) {
+			t.Errorf("%s: reconnect connect_jitter %v probe_interval %v, want 12s and the default 2s", f.File, rc.ConnectJitter, rc.ProbeInterval)
 		}
 	}
 }
