@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"github.com/edgeheal/edgeheal/probes"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // netnsDir is where named namespaces are bind-mounted, as iproute2 does, so
@@ -24,6 +26,9 @@ const etcNetnsDir = "/etc/netns"
 // is back in its own namespace when it returns; if it could not get back,
 // the thread stays locked so that the runtime discards it.
 func createNamedNS(name string) (netns.NsHandle, error) {
+	if err := ensureNetnsDir(); err != nil {
+		return netns.None(), fmt.Errorf("creating namespace %s: %w", name, err)
+	}
 	if _, err := os.Stat(filepath.Join(netnsDir, name)); err == nil {
 		return netns.None(), fmt.Errorf("creating namespace %s: %w", name, os.ErrExist)
 	}
@@ -49,6 +54,39 @@ func createNamedNS(name string) (netns.NsHandle, error) {
 		return netns.None(), fmt.Errorf("creating namespace %s: %w", name, err)
 	}
 	return ns, nil
+}
+
+// netnsDirMu serialises ensureNetnsDir: two labs starting at once must
+// not both bind the directory onto itself.
+var netnsDirMu sync.Mutex
+
+// ensureNetnsDir makes netnsDir a mount point with shared propagation
+// before a namespace is mounted in it, as iproute2 and containerd do. A
+// tool that finds the directory not yet a mount point binds it onto
+// itself; namespaces mounted in it before that are then hidden under the
+// new mount and can no longer be removed (docs/lab.md, "Kernel and
+// tools").
+func ensureNetnsDir() error {
+	netnsDirMu.Lock()
+	defer netnsDirMu.Unlock()
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", netnsDir, err)
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point yet
+		return fmt.Errorf("making %s shared: %w", netnsDir, err)
+	}
+	// Recursive, so that namespaces already mounted in it are carried over.
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("making %s a mount point: %w", netnsDir, err)
+	}
+	if err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("making %s shared: %w", netnsDir, err)
+	}
+	return nil
 }
 
 // removeNamedNS unmounts and removes /var/run/netns/name. A missing
