@@ -12,11 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Sandbox is a ready pod sandbox as CRI lists it.
@@ -284,70 +279,6 @@ func (l *Locator) Close() error {
 		delete(l.cris, s)
 	}
 	return errors.Join(errs...)
-}
-
-// CRIClient is a CRI runtime service client over a unix socket.
-type CRIClient struct {
-	conn *grpc.ClientConn
-	rt   runtimeapi.RuntimeServiceClient
-}
-
-var _ CRI = (*CRIClient)(nil)
-
-// DialCRI makes a client for the CRI socket (K3s:
-// /run/k3s/containerd/containerd.sock). It does not connect yet: each call
-// does, with a short reconnect backoff, so a restarting containerd is
-// picked up within a second.
-func DialCRI(socket string) (*CRIClient, error) {
-	conn, err := grpc.NewClient("unix://"+socket,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: time.Second},
-			MinConnectTimeout: time.Second,
-		}))
-	if err != nil {
-		return nil, err
-	}
-	return &CRIClient{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn)}, nil
-}
-
-// Close closes the connection.
-func (c *CRIClient) Close() error { return c.conn.Close() }
-
-// Runtime returns the raw runtime service client (tests create sandboxes
-// with it).
-func (c *CRIClient) Runtime() runtimeapi.RuntimeServiceClient { return c.rt }
-
-// ReadySandboxes implements CRI.
-func (c *CRIClient) ReadySandboxes(ctx context.Context, labels map[string]string) ([]Sandbox, error) {
-	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
-		State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
-		LabelSelector: labels,
-	}})
-	if err != nil {
-		return nil, err
-	}
-	var out []Sandbox
-	for _, p := range resp.Items {
-		if p.State != runtimeapi.PodSandboxState_SANDBOX_READY {
-			continue
-		}
-		s := Sandbox{ID: p.Id, Labels: p.Labels, CreatedAt: time.Unix(0, p.CreatedAt)}
-		if m := p.Metadata; m != nil {
-			s.Name, s.Namespace = m.Name, m.Namespace
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// SandboxInfo implements CRI.
-func (c *CRIClient) SandboxInfo(ctx context.Context, id string) (SandboxInfo, error) {
-	resp, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
-	if err != nil {
-		return SandboxInfo{}, err
-	}
-	return ParseSandboxInfo(resp.Info)
 }
 
 // ParseSandboxInfo reads the verbose status map of a sandbox as

@@ -108,6 +108,12 @@ func TestLabCRIResolvesARealPodSandbox(t *testing.T) {
 	if r, err := TCP(ctx, second.Netns, "127.0.0.1:9", time.Second); err != nil || r.Class != ClassRefused {
 		t.Errorf("probe in the new namespace: %+v, %v; want refused (nothing listens there)", r, err)
 	}
+	// containerd's answer for a sandbox it does not know is a gRPC status,
+	// read from the trailers: NotFound (5).
+	var st *CRIStatusError
+	if _, err := cri.SandboxInfo(ctx, id1); !errors.As(err, &st) || st.Code != 5 || st.Method != "PodSandboxStatus" {
+		t.Errorf("status of the removed sandbox: %v; want a CRI status error NotFound (5)", err)
+	}
 	if foreign := threadsInForeignNamespaces(t); len(foreign) > 0 {
 		t.Errorf("threads left in a foreign namespace:\n%s", strings.Join(foreign, "\n"))
 	}
