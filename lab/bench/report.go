@@ -125,7 +125,7 @@ func CheckGoals(rep *Report) []Goal {
 		if f.Contender != Edgeheal || f.Error != "" {
 			continue
 		}
-		add("footprint", "RSS", "< 20 MiB", fmt.Sprintf("%.1f MiB", f.RSSMiB), f.RSSMiB < 20)
+		add("footprint", "RSS", "< 20 MiB", fmt.Sprintf("%.2f MiB", f.RSSMiB), f.RSSMiB < 20)
 		add("footprint", "idle CPU", "< 1 % of a core", fmt.Sprintf("%.2f %%", f.CPUPct), f.CPUPct < 1)
 	}
 	return gs

@@ -127,7 +127,7 @@ func (rep *Report) writeFootprintTable(b *strings.Builder) {
 		if f.Runs > 0 {
 			note = fmt.Sprintf("%d runs; %s", f.Runs, note)
 		}
-		fmt.Fprintf(b, "| %s | %.1f MiB | %.1f MiB | %.2f %% | %s | %.0f s | %s |\n",
+		fmt.Fprintf(b, "| %s | %.2f MiB | %.2f MiB | %.2f %% | %s | %.0f s | %s |\n",
 			f.Contender, f.RSSMiB, f.PeakRSSMiB, f.CPUPct, sizeText(f.Bytes), f.Seconds, note)
 	}
 }

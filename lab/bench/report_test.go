@@ -156,7 +156,7 @@ func TestCheckGoals(t *testing.T) {
 		"S1 outage, never worse than WireGuard alone 1.20 s met",
 		"S3a outage, never worse than WireGuard alone 21.00 s met",
 		"S5 outage, never worse than WireGuard alone 0 s met",
-		"footprint RSS 12.5 MiB met",
+		"footprint RSS 12.50 MiB met",
 		"footprint idle CPU 0.30 % met",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -204,7 +204,7 @@ func TestMarkdownOrdersScenariosAndShowsRatiosAgainstNone(t *testing.T) {
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("result rows (scenario / contender / outage ratio / loss ratio / actions) (-want +got):\n%s\n%s", diff, md)
 	}
-	for _, s := range []string{"![telemetry delivered", "chart.svg", "## Footprint", "| edgeheal | 12.5 MiB"} {
+	for _, s := range []string{"![telemetry delivered", "chart.svg", "## Footprint", "| edgeheal | 12.50 MiB"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q", s)
 		}
