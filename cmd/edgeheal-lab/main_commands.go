@@ -230,6 +230,9 @@ func env(d dirs, stdout io.Writer) error {
 		{"LAB_BROKER_TUNNEL", in.BrokerTunnel},
 		{"LAB_BROKER_PUBLIC", in.BrokerPublic},
 	}
+	if in.NAT {
+		vars = append(vars, [2]string{"LAB_CARRIER_NETNS", in.Netns[lab.Carrier]})
+	}
 	for _, v := range vars {
 		fmt.Fprintf(stdout, "%s=%s\n", v[0], strconv.Quote(v[1]))
 	}

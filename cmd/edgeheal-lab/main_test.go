@@ -219,6 +219,9 @@ func TestLabCLIUpWithTheCarrierNATAndItsFaults(t *testing.T) {
 	if out := c.must("exec", "carrier", "--", "nft", "list", "chain", "ip", "edgeheal_carrier", "forward"); !strings.Contains(out, "nat-stuck") {
 		t.Errorf("the carrier's forward chain has no nat-stuck rule:\n%s", out)
 	}
+	if out := c.must("env"); !strings.Contains(out, `LAB_CARRIER_NETNS="/var/run/netns/`+p+`-carrier"`) {
+		t.Errorf("env lacks the carrier's namespace:\n%s", out)
+	}
 	if out := c.must("fault", "nat-remap"); !strings.Contains(out, "192.0.2.253:40000-49999") {
 		t.Errorf("fault nat-remap = %q", out)
 	}
