@@ -38,6 +38,9 @@ func ladderApplicable(rung string, t configs.Tunnel) bool {
 		return t.EndpointHost != ""
 	case configs.HealRestartUnit:
 		return t.Unit != ""
+	case configs.HealRebind:
+		r, err := configs.ParsePortRange(t.RebindPorts)
+		return err == nil && r.Lo > 0
 	}
 	return false
 }
@@ -80,6 +83,9 @@ type ladderGuards struct {
 	ClockOK      bool   // the clock lets handshakes through
 	ClockSoft    bool   // only unsynchronised: handshake and reresolve may run, bounce and restart-unit are held
 	ClockCause   string // why not
+	// Rebind is the rebind rule's verdict for the peer (rebindDecide);
+	// read only when the next rung is rebind.
+	Rebind rebindVerdict
 }
 
 // Hold kinds: why the ladder waits instead of acting.
@@ -90,16 +96,19 @@ const (
 	holdClock    = "clock"
 	holdCooldown = "cooldown"
 	holdBusy     = "busy" // an action the previous config's monitor started has not returned
+	holdPending  = "handshake-pending"
 )
 
 // ladderStep is the ladder's decision for a down peer in one round: run
-// Rung (at Index), hold (HoldKind, Hold), or give up (GiveUp).
+// Rung (at Index), hold (HoldKind, Hold), give up (GiveUp), or pass over
+// Rung (Skip: why it does not apply).
 type ladderStep struct {
 	Index    int
 	Rung     string
 	HoldKind string
 	Hold     string
 	GiveUp   string
+	Skip     string
 }
 
 // ladderDecide chooses what to do for a peer that is down, whose next rung
@@ -125,7 +134,10 @@ type ladderStep struct {
 // unsynchronised one holds only the bouncing rungs (see clockVerdict). A
 // spent budget gives up (sticky, alerting) rather than waiting for the
 // window to roll over into another round of disruption. A cooldown only
-// delays.
+// delays. Rebind runs only on its own evidence (rebindDecide): it waits
+// while the forced handshake may still complete, is passed over (Skip)
+// when the evidence does not point at a stuck NAT mapping, and on that
+// evidence skips the cooldown the failed handshake set.
 func ladderDecide(t configs.Tunnel, from int, g ladderGuards, b *actionBudget, now time.Time) ladderStep {
 	i, ok := ladderNextRung(t, from)
 	if !ok {
@@ -155,10 +167,22 @@ func ladderDecide(t configs.Tunnel, from int, g ladderGuards, b *actionBudget, n
 	if !g.ClockOK && !(g.ClockSoft && !ladderBounces(st.Rung)) {
 		return hold(holdClock, g.ClockCause)
 	}
+	if st.Rung == configs.HealRebind {
+		switch {
+		case g.Rebind.Wait:
+			return hold(holdPending, g.Rebind.Why)
+		case !g.Rebind.Run:
+			st.Skip = g.Rebind.Why
+			return st
+		}
+	}
 	if b.left(now) == 0 {
 		return ladderStep{GiveUp: fmt.Sprintf("budget spent: %d disruptive actions in %s (next rung %s)", b.used(now), b.window, st.Rung)}
 	}
-	if b.cooling(now) {
+	// A rebind on its evidence follows the handshake that just failed
+	// without the cooldown: waiting cannot help a mapping the retries keep
+	// alive, and the handshake left nothing to settle.
+	if b.cooling(now) && !(st.Rung == configs.HealRebind && g.Rebind.Run) {
 		return hold(holdCooldown, fmt.Sprintf("cooldown: %s in %s", st.Rung, b.coolUntil().Sub(now).Round(time.Second)))
 	}
 	return st

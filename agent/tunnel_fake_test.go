@@ -179,7 +179,8 @@ func (w *tunnelWorld) Device(name string) (*wgtypes.Device, error) {
 }
 
 // ConfigureDevice applies cfg to the fake device and logs it in short. An
-// endpoint set is what the reresolve rung does.
+// endpoint set is what the reresolve rung does; a listen port set is the
+// rebind rung's.
 func (w *tunnelWorld) ConfigureDevice(name string, cfg wgtypes.Config) error {
 	removed := map[wgtypes.Key]bool{}
 	for _, pc := range cfg.Peers {
@@ -195,8 +196,15 @@ func (w *tunnelWorld) ConfigureDevice(name string, cfg wgtypes.Config) error {
 			w.log("keepalive %s %s", k, *pc.PersistentKeepaliveInterval)
 		}
 	}
+	if cfg.ListenPort != nil {
+		w.log("listen-port %s %d", name, *cfg.ListenPort)
+	}
 	if err := w.wg.ConfigureDevice(name, cfg); err != nil {
 		return err
+	}
+	if cfg.ListenPort != nil {
+		// A new source port: a NAT stuck on the old one maps it afresh.
+		w.set(func(w *tunnelWorld) { w.healLocked(configs.HealRebind) })
 	}
 	for _, pc := range cfg.Peers {
 		if pc.UpdateOnly && pc.Endpoint != nil {

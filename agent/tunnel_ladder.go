@@ -63,7 +63,7 @@ func (m *TunnelMonitor) enforceKeepalive(ctx context.Context) {
 		m.kaBackoff = min(max(2*m.kaBackoff, first), max(m.window, first))
 		m.kaRetryAt = end.Add(m.kaBackoff)
 	}
-	m.actionEvent(m.spec.cfg.Interface, "keepalive", "keepalive drifted from "+m.spec.cfg.PersistentKeepalive.String(), start, end, res, err)
+	m.actionEvent(m.spec.cfg.Interface, "keepalive", "keepalive drifted from "+m.spec.cfg.PersistentKeepalive.String(), start, end, res, err, nil)
 }
 
 // bringUp keeps setting the interface up after a bounce left it down: a
@@ -81,9 +81,9 @@ func (m *TunnelMonitor) bringUp(ctx context.Context) {
 	switch {
 	case err == nil:
 		m.book.setLeftDown(false, end)
-		m.actionEvent(m.spec.cfg.Interface, "link-up", "a bounce left the interface down", start, end, res, nil)
+		m.actionEvent(m.spec.cfg.Interface, "link-up", "a bounce left the interface down", start, end, res, nil, nil)
 	case !m.upFailing:
-		m.actionEvent(m.spec.cfg.Interface, "link-up", "a bounce left the interface down; trying again every round", start, end, res, err)
+		m.actionEvent(m.spec.cfg.Interface, "link-up", "a bounce left the interface down; trying again every round", start, end, res, err, nil)
 	}
 	m.upFailing = err != nil
 }
@@ -93,6 +93,7 @@ type rungOutcome struct {
 	res        netfix.Result
 	err        error
 	start, end time.Time
+	evidence   map[string]any // more for the action's event (rebind: the stuck mapping)
 }
 
 // runLadder decides and acts for every down peer of the tunnel. A rung that
@@ -142,6 +143,14 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 		return false
 	}
 	p.holdKind, p.hold = "", ""
+	if st.Skip != "" {
+		// Not called for by the evidence: passed over like a rung that
+		// changed nothing, and said so.
+		m.actionEvent(p.id, st.Rung, p.id+": "+p.st.Reason, now, now, netfix.Result{Action: st.Rung, Target: p.id},
+			fmt.Errorf("%w: %s", ErrRebindNotIndicated, st.Skip), nil)
+		m.apply(p, PeerObservation{Now: now, Skipped: st.Rung})
+		return true
+	}
 	o, done := shared[st.Rung]
 	if !done {
 		var cut bool
@@ -158,6 +167,7 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 		return true
 	}
 	m.apply(p, PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung})
+	m.forced(p, st.Rung, o)
 	return false
 }
 
@@ -182,7 +192,7 @@ func (m *TunnelMonitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o
 		in.Target = m.spec.cfg.Interface
 	}
 	m.book.begin(in, disruptive) // false only while another monitor's action runs, which climb ruled out
-	req := rungRequest{rung: st.Rung, key: p.key, endpoint: p.sig.endpoint, keepalive: p.sig.keepalive}
+	req := rungRequest{rung: st.Rung, key: p.key, endpoint: p.sig.endpoint, keepalive: p.sig.keepalive, listenPort: m.listenPort}
 	before, why := p.st, fmt.Sprintf("%s: %s", p.id, p.st.Reason)
 	out := make(chan rungOutcome, 1)
 	go func() {
@@ -203,7 +213,7 @@ func (m *TunnelMonitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o
 			m.book.setLeftDown(true, o.end)
 		}
 		m.book.end(nextPeer(before, obs, m.spec.pol), noop && disruptive, o.end)
-		m.actionEvent(in.Target, st.Rung, why, o.start, o.end, o.res, o.err)
+		m.actionEvent(in.Target, st.Rung, why, o.start, o.end, o.res, o.err, o.evidence)
 		out <- o
 	}()
 	select {
@@ -241,7 +251,7 @@ func (m *TunnelMonitor) adoptEnded() bool {
 // bad clock once per incident: they are the diagnosis, not noise.
 func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
 	p.holdKind, p.hold = st.HoldKind, st.Hold
-	if st.HoldKind == holdCooldown || st.HoldKind == holdSettle || p.reported[st.HoldKind] {
+	if st.HoldKind == holdCooldown || st.HoldKind == holdSettle || st.HoldKind == holdPending || p.reported[st.HoldKind] {
 		return
 	}
 	if p.reported == nil {
@@ -268,10 +278,11 @@ func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
 // rungRequest is what one rung acts on: copied from the peer's track, so
 // that the rung's goroutine shares nothing with the monitor's.
 type rungRequest struct {
-	rung      string
-	key       wgtypes.Key
-	endpoint  *net.UDPAddr
-	keepalive time.Duration // the peer's own, for keepalive 0 in config
+	rung       string
+	key        wgtypes.Key
+	endpoint   *net.UDPAddr
+	keepalive  time.Duration // the peer's own, for keepalive 0 in config
+	listenPort int           // the tunnel's listen port in the round that chose the rung
 }
 
 // runRung runs one rung through netfix, bounded by its timeout.
@@ -289,9 +300,13 @@ func (m *TunnelMonitor) runRung(ctx context.Context, r rungRequest) rungOutcome 
 	switch r.rung {
 	case configs.HealReassert:
 		o.res, o.err = m.reassert(actx)
-	case configs.HealHandshake:
+	case configs.HealHandshake, configs.HealRebind:
 		if ka <= 0 {
 			ka = r.keepalive // keepalive 0 in config: keep the peer's own
+		}
+		if r.rung == configs.HealRebind {
+			o.res, o.evidence, o.err = m.rebind(actx, r, ka)
+			break
 		}
 		o.res, o.err = netfix.ForceHandshake(actx, m.os.WireGuard, iface, r.key, ka, m.dryRun)
 	case configs.HealReresolve:
@@ -377,7 +392,7 @@ func tunnelNoop(res netfix.Result, err error) bool {
 // be sent a handshake; an endpoint_host that did not resolve gave no
 // address to set.
 func tunnelSkipped(err error) bool {
-	return errors.Is(err, netfix.ErrNoEndpoint) || errors.Is(err, ErrTunnelResolve)
+	return errors.Is(err, netfix.ErrNoEndpoint) || errors.Is(err, ErrTunnelResolve) || errors.Is(err, ErrRebindNotIndicated)
 }
 
 func tunnelResultWord(res netfix.Result, err error) string {
@@ -395,10 +410,13 @@ func tunnelResultWord(res netfix.Result, err error) string {
 }
 
 // actionEvent reports one action with its result and duration.
-func (m *TunnelMonitor) actionEvent(target, action, why string, start, end time.Time, res netfix.Result, err error) {
+func (m *TunnelMonitor) actionEvent(target, action, why string, start, end time.Time, res netfix.Result, err error, extra map[string]any) {
 	word := tunnelResultWord(res, err)
 	ev := Event{Time: start, Kind: "action", Target: target, Action: action, Result: word,
 		Duration: end.Sub(start).Seconds(), Evidence: map[string]any{"reason": why}}
+	for k, v := range extra {
+		ev.Evidence[k] = v
+	}
 	if len(res.Changes) > 0 {
 		ev.Evidence["changes"] = res.Changes
 	}

@@ -75,20 +75,22 @@ type TunnelMonitor struct {
 	wake chan struct{} // a suspicion or a nudge arrived: run a round now
 
 	// owned by Run's goroutine
-	round     uint64
-	seeds     map[string]PeerState // open incidents from the ledger, taken by track
-	adopted   <-chan struct{}      // closed when an action a previous monitor started ends
-	adoptPeer string               // the peer that action serves
-	peers     map[wgtypes.Key]*peerTrack
-	order     []*peerTrack // selected peers in device order, this round
-	readErr   error
-	kaRetryAt time.Time
-	kaBackoff time.Duration           // wait after a keepalive fix that did not change anything (failed, dry run)
-	uplinks   map[string]ladderGuards // this round's guards, by host path target
-	nudged    string                  // this round's nudge ("" none), evidence for the ladder
-	ownDown   bool                    // the uplink's own state was down when last seen
-	ownBack   time.Time               // when it came back
-	upFailing bool                    // bringUp failed in the last round
+	round      uint64
+	seeds      map[string]PeerState // open incidents from the ledger, taken by track
+	adopted    <-chan struct{}      // closed when an action a previous monitor started ends
+	adoptPeer  string               // the peer that action serves
+	peers      map[wgtypes.Key]*peerTrack
+	order      []*peerTrack // selected peers in device order, this round
+	readErr    error
+	kaRetryAt  time.Time
+	kaBackoff  time.Duration           // wait after a keepalive fix that did not change anything (failed, dry run)
+	uplinks    map[string]ladderGuards // this round's guards, by host path target
+	nudged     string                  // this round's nudge ("" none), evidence for the ladder
+	ownDown    bool                    // the uplink's own state was down when last seen
+	ownBack    time.Time               // when it came back
+	upFailing  bool                    // bringUp failed in the last round
+	listenPort int                     // the tunnel's listen port, this round
+	rebound    int                     // the port the last rebind set, while it is still the tunnel's (0: none)
 
 	mu        sync.Mutex
 	suspicion string // a workload's confirmed report, drained by the loop
@@ -116,6 +118,12 @@ type peerTrack struct {
 	reported   map[string]bool // hold kinds already reported in this incident
 	alertAt    time.Time
 	alertEvery time.Duration
+	// Since this incident's last forced handshake (or rebind): when it
+	// returned, and the bytes sent to and received from the peer after it
+	// (forcedFresh: not read yet). For the rebind rule.
+	forcedAt           time.Time
+	forcedTx, forcedRx int64
+	forcedFresh        bool
 }
 
 var (

@@ -90,9 +90,10 @@ func (s *tunnelSpec) peerID(k wgtypes.Key) string { return s.cfg.Interface + "/"
 // tunnelReading is one observation of a tunnel: its peers, and the probe
 // through it when one is configured.
 type tunnelReading struct {
-	peers []probes.PeerStats
-	err   error // the peers could not be read: nothing was observed
-	probe *probes.ProbeResult
+	peers      []probes.PeerStats
+	listenPort int   // the device's listen port
+	err        error // the peers could not be read: nothing was observed
+	probe      *probes.ProbeResult
 }
 
 // read probes the tunnel (bounded by its own timeout: a context that ended
@@ -104,7 +105,7 @@ func (s *tunnelSpec) read(ctx context.Context, os OS) tunnelReading {
 		p := os.Net.Tunnel(ctx, s.cfg.Probe.Target, s.timeout)
 		r.probe = &p
 	}
-	r.peers, r.err = probes.ReadPeers(os.WireGuard, s.cfg.Interface)
+	r.peers, r.listenPort, r.err = probes.ReadDevice(os.WireGuard, s.cfg.Interface)
 	return r
 }
 

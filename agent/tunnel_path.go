@@ -169,6 +169,7 @@ func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 		g.Evidence = fmt.Sprintf("packets from the peer arrive (rx +%d bytes)", p.sig.rxDelta)
 	}
 	g.ClockOK, g.ClockSoft, g.ClockCause = m.clock.verdict()
+	g.Rebind = m.rebindVerdict(p, g, m.os.Clock.Now())
 	return g
 }
 

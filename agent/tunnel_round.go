@@ -28,6 +28,8 @@ func (m *TunnelMonitor) update(ctx context.Context, r *tunnelReading, suspicion,
 		m.readErr = nil
 	}
 	m.bringUp(ctx)
+	m.listenPort = r.listenPort
+	m.watchPort(r.listenPort, now)
 	probeKey, haveProbeKey := m.spec.probePeer(r.peers)
 	drift := false
 	var down, degraded []*peerTrack
@@ -42,6 +44,10 @@ func (m *TunnelMonitor) update(ctx context.Context, r *tunnelReading, suspicion,
 		in := m.spec.inputFor(r, ps, probeKey, haveProbeKey, suspicion, nudge)
 		p.probe = probeText(in.probe)
 		obs, rebaselined := m.spec.observePeer(p.st, &p.sig, ps, in, now)
+		p.trackForced()
+		if m.handshakeFailed(ctx, p, obs) {
+			obs.Unverified = true
+		}
 		if rebaselined && p.st.Phase != "" && p.st.Phase != PeerOK {
 			m.log.Debug("peer re-added: counters re-baselined", "peer", p.id)
 		}
@@ -144,6 +150,9 @@ func (m *TunnelMonitor) apply(p *peerTrack, obs PeerObservation) {
 			Evidence: p.evidence(now)})
 	case peerOpen(prev.Phase) && p.st.Phase == PeerOK:
 		m.closed(p, prev, now)
+	case prev.Phase == PeerHealing && p.st.Phase == PeerDown && obs.Unverified:
+		m.log.Info("forced handshake failed: initiations left, nothing came back", "peer", p.id,
+			"tx_bytes", p.forcedTx, "after_seconds", now.Sub(p.forcedAt).Seconds())
 	case prev.Phase == PeerHealing && p.st.Phase == PeerDown:
 		m.log.Info("rung not verified in time", "peer", p.id, "rung", m.rungName(prev.Rung),
 			"verify_timeout_seconds", m.spec.pol.VerifyTimeout.Seconds(), "reason", p.st.Reason)
@@ -171,6 +180,7 @@ func (m *TunnelMonitor) closed(p *peerTrack, prev PeerState, now time.Time) {
 		Summary:  fmt.Sprintf("%s healthy again after %s: %s", p.id, took.Round(time.Millisecond), healed),
 		Evidence: map[string]any{"was": string(prev.Phase), "how": healed}})
 	p.holdKind, p.hold, p.reported, p.alertAt, p.alertEvery = "", "", nil, time.Time{}, 0
+	p.forcedAt, p.forcedTx, p.forcedRx, p.forcedFresh = time.Time{}, 0, 0, false
 }
 
 // rungName is the rung a PeerState.Rung (the next rung to try) follows.

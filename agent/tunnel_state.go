@@ -61,6 +61,10 @@ type PeerObservation struct {
 	// GaveUp says the ladder gave up at Now (every rung tried, or the budget
 	// spent); Reason says why.
 	GaveUp bool
+	// Unverified ends the verification of a Bad observation's rung now:
+	// it visibly failed (a forced handshake whose initiations left while
+	// nothing came back), so the ladder need not wait out verify_timeout.
+	Unverified bool
 }
 
 // PeerPolicy is the part of the configuration the state machine reads.
@@ -126,7 +130,7 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 		// Not verified in time: back to down, where the ladder takes the
 		// next rung. A rung that has not returned yet (DoneAt zero: a
 		// previous monitor's action still in flight) is not timed.
-		if !s.DoneAt.IsZero() && obs.Now.Sub(s.DoneAt) >= p.VerifyTimeout {
+		if !s.DoneAt.IsZero() && (obs.Unverified || obs.Now.Sub(s.DoneAt) >= p.VerifyTimeout) {
 			enter(PeerDown)
 		}
 	case PeerDown, PeerDegraded:

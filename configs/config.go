@@ -81,6 +81,9 @@ type Tunnel struct {
 	Probe      Probe    `yaml:"probe"`
 	Heal       []string `yaml:"heal"`
 	Unit       string   `yaml:"unit"`
+	// RebindPorts is where the rebind rung moves the tunnel's listen port
+	// ("LO-HI" or one port); empty: the rung is skipped.
+	RebindPorts string `yaml:"rebind_ports"`
 }
 
 // Probe is an active check through a tunnel.
@@ -96,6 +99,7 @@ const (
 	HealReassert    = "reassert"
 	HealReresolve   = "reresolve"
 	HealHandshake   = "handshake"
+	HealRebind      = "rebind"
 	HealBounce      = "bounce"
 	HealRestartUnit = "restart-unit"
 )
@@ -106,8 +110,11 @@ const (
 // the next runs at once), and when the address did change, setting it keeps
 // the session the hub may still have, where a forced handshake first would
 // drop it and wait out a verify_timeout and a cooldown (measured in the lab:
-// 39.5 s back with handshake first).
-var HealRungs = []string{HealReassert, HealReresolve, HealHandshake, HealBounce, HealRestartUnit}
+// 39.5 s back with handshake first). rebind follows handshake: it runs only
+// when a forced handshake's initiations left and nothing came back (a
+// carrier NAT mapping stuck on the old source port), and is skipped
+// otherwise.
+var HealRungs = []string{HealReassert, HealReresolve, HealHandshake, HealRebind, HealBounce, HealRestartUnit}
 
 // Workload is a pod whose network path to its broker the agent probes from
 // inside the pod's own network namespace.

@@ -74,12 +74,13 @@ func TestParseElementDefaults(t *testing.T) {
 	}
 	tun := cfg.Tunnels[0]
 	want := Tunnel{
-		Interface:  "wg0",
-		Peers:      PeerSelector{All: true},
-		StaleAfter: Duration(210 * time.Second),
-		RxSilence:  Duration(75 * time.Second),
-		Probe:      Probe{Interval: Duration(time.Second), Timeout: Duration(time.Second), Misses: 3},
-		Heal:       []string{"reassert", "reresolve", "handshake", "bounce", "restart-unit"},
+		Interface:   "wg0",
+		Peers:       PeerSelector{All: true},
+		StaleAfter:  Duration(210 * time.Second),
+		RxSilence:   Duration(75 * time.Second),
+		Probe:       Probe{Interval: Duration(time.Second), Timeout: Duration(time.Second), Misses: 3},
+		Heal:        []string{"reassert", "reresolve", "handshake", "rebind", "bounce", "restart-unit"},
+		RebindPorts: "51830-51899",
 	}
 	if diff := cmp.Diff(want, tun); diff != "" {
 		t.Errorf("an explicit 0s keepalive must stay 0s and the rest take defaults (-want +got):\n%s", diff)
@@ -122,7 +123,11 @@ func TestParseProblems(t *testing.T) {
 		{"a scalar document", "hello\n",
 			[]string{"f.yaml: the top level must be a mapping"}},
 		{"an unknown heal rung", "tunnels:\n  - interface: wg0\n    heal: [reassert, reboot]\n",
-			[]string{`f.yaml: tunnels[0].heal[1]: unknown rung "reboot" (known: reassert, reresolve, handshake, bounce, restart-unit)`}},
+			[]string{`f.yaml: tunnels[0].heal[1]: unknown rung "reboot" (known: reassert, reresolve, handshake, rebind, bounce, restart-unit)`}},
+		{"a rebind port range upside down", "tunnels:\n  - interface: wg0\n    rebind_ports: 51899-51830\n",
+			[]string{`f.yaml: tunnels[0].rebind_ports: "51899-51830": the range is empty (51899 > 51830); write it LO-HI`}},
+		{"a rebind port out of range", "tunnels:\n  - interface: wg0\n    rebind_ports: 70000\n",
+			[]string{`f.yaml: tunnels[0].rebind_ports: "70000": "70000" is not a UDP port (1..65535)`}},
 		{"a malformed public key", "tunnels:\n  - interface: wg0\n    peers: [abc]\n",
 			[]string{`f.yaml: tunnels[0].peers[0]: "abc" is not a WireGuard public key`}},
 		{"a probe target without a port", "tunnels:\n  - interface: wg0\n    probe: {target: 'tcp://10.0.0.1'}\n",

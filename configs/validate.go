@@ -192,6 +192,9 @@ func (v *validator) tunnel(p string, t Tunnel) {
 		}
 		seen[r] = true
 	}
+	if _, err := ParsePortRange(t.RebindPorts); err != nil {
+		v.add(p+".rebind_ports", "%v", err)
+	}
 	if t.Unit != "" && !unitRe.MatchString(t.Unit) {
 		v.add(p+".unit", "%q is not a systemd unit name (e.g. k3s-agent.service)", t.Unit)
 	}

@@ -39,7 +39,7 @@ func (l *Lab) CloudTunnelAddr() netip.Addr { return cloudTunnelAddr.Addr() }
 func (l *Lab) PodAddr() netip.Addr { return podAddr.Addr() }
 
 // EdgeUplinkAddr is the edge's address on its uplink.
-func (l *Lab) EdgeUplinkAddr() netip.Addr { return edgeUplinkAddr.Addr() }
+func (l *Lab) EdgeUplinkAddr() netip.Addr { return l.edgeUplinkPrefix().Addr() }
 
 // CloudPublicAddr is the cloud's current public (uplink side) address; the
 // edge host reaches it directly over the uplink. MoveCloudEndpoint changes it.
@@ -124,6 +124,7 @@ type Info struct {
 	EdgeWGConfig    string          `json:"edge_wg_config"`
 	BrokerTunnel    string          `json:"broker_tunnel"`
 	BrokerPublic    string          `json:"broker_public"`
+	NAT             bool            `json:"nat,omitempty"` // the carrier NAT hop is there
 }
 
 // Info returns the lab's names and addresses.
@@ -149,8 +150,9 @@ func (l *Lab) Info() Info {
 		EdgeWGConfig:    l.EdgeWGConfig(),
 		BrokerTunnel:    l.BrokerTunnelAddr().String(),
 		BrokerPublic:    l.BrokerPublicAddr().String(),
+		NAT:             l.opts.NAT,
 	}
-	for _, n := range Nodes {
+	for _, n := range l.nodes() {
 		in.Netns[n] = l.NetnsPath(n)
 	}
 	return in

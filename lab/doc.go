@@ -17,7 +17,9 @@
 // uplink has offload off, so only edge → cloud traffic carries the fault.
 // The modem also behaves as a carrier NAT for UDP: the edge receives UDP
 // only from addresses and ports it has sent to. On request it drops
-// (blackhole, loss) or delays frames.
+// (blackhole, loss) or delays frames. With Options.NAT a carrier namespace
+// between the modem and the cloud masquerades the edge with nftables and
+// real conntrack, and can pin or flush its mappings (carrier.go).
 //
 // Everything is named with a per-run prefix (namespaces
 // /var/run/netns/<prefix>-<node>, links <prefix>-up, <prefix>-wg, ...;

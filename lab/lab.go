@@ -32,9 +32,12 @@ const (
 	Edge  Node = "edge"  // the edge host: WireGuard, the agent, the uplink
 	Modem Node = "modem" // the faulty 4G modem: a frame relay
 	Cloud Node = "cloud" // the hub: WireGuard, the MQTT broker, telemetry subscriber
+	// Carrier is the carrier NAT between the modem and the cloud; it exists
+	// only with Options.NAT.
+	Carrier Node = "carrier"
 )
 
-// Nodes lists every node in path order.
+// Nodes lists every node in path order, without the optional Carrier.
 var Nodes = []Node{Pod, Edge, Modem, Cloud}
 
 // BrokerKind selects the cloud's MQTT broker.
@@ -99,6 +102,12 @@ type Options struct {
 	// LateAfter is how long after sending a telemetry message counts as
 	// delivered; later arrivals count as lost. 0 means 1 s.
 	LateAfter time.Duration
+	// NAT puts a carrier NAT between the modem and the cloud: nftables
+	// masquerade with real conntrack in the carrier's namespace (carrier.go).
+	NAT bool
+	// EdgeListenPort is the edge's WireGuard listen port; 0 lets WireGuard
+	// pick one. Flannel's WireGuard backend uses a fixed 51820.
+	EdgeListenPort int
 	// Logger receives the lab's own diagnostics; nil discards them.
 	Logger *slog.Logger
 }
@@ -126,6 +135,10 @@ type Lab struct {
 	faultUntil  time.Time
 	pluggedAt   time.Time
 	closed      bool
+
+	natMu      sync.Mutex // guards the carrier's state; held across its nft calls
+	natProfile int        // index in natProfiles
+	natStuck   []NATMapping
 }
 
 var prefixRE = regexp.MustCompile(`^[a-z0-9]{2,7}$`)
@@ -222,7 +235,7 @@ func (l *Lab) start(ctx context.Context) error {
 	if err := mkdirAll(l.runDir); err != nil {
 		return fmt.Errorf("creating run directory: %w", err)
 	}
-	for _, n := range Nodes {
+	for _, n := range l.nodes() {
 		h, err := createNamedNS(l.NetnsName(n))
 		if err != nil {
 			return err

@@ -22,6 +22,9 @@ type Status struct {
 	BrokerRunning        bool       `json:"broker_running"`
 	CloudPublicAddr      string     `json:"cloud_public_addr"`
 	Telemetry            *Stats     `json:"telemetry,omitempty"`
+	// Carrier is the carrier NAT's public side, stuck mappings and the
+	// edge's UDP mappings; nil without Options.NAT.
+	Carrier *NATStatus `json:"carrier,omitempty"`
 }
 
 // TunnelStatus is one WireGuard device.
@@ -93,6 +96,9 @@ func (l *Lab) Status() (Status, error) {
 			ts.Peers = append(ts.Peers, ps)
 		}
 		s.Tunnels = append(s.Tunnels, ts)
+	}
+	if s.Carrier, err = l.natStatus(); err != nil {
+		errs = append(errs, fmt.Errorf("reading the carrier: %w", err))
 	}
 	if !l.opts.NoTelemetry {
 		st := l.Stats()

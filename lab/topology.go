@@ -67,7 +67,7 @@ func (l *Lab) veth(a Node, an string, b Node, bn string) error {
 func (l *Lab) buildLinks() error {
 	steps := []func() error{
 		func() error { return l.veth(Pod, l.link("p0"), Edge, l.link("pe")) },
-		func() error { return l.veth(Cloud, l.link("c0"), Modem, l.link("m1")) },
+		l.wireCloudSide,
 		l.plugUplink,
 		func() error {
 			return l.handle(Pod, func(h *netlink.Handle) error {
@@ -128,7 +128,7 @@ func (l *Lab) plugUplink() error {
 		return err
 	}
 	err := l.handle(Edge, func(h *netlink.Handle) error {
-		if err := addAddr(h, l.EdgeUplink(), edgeUplinkAddr); err != nil {
+		if err := addAddr(h, l.EdgeUplink(), l.edgeUplinkPrefix()); err != nil {
 			return err
 		}
 		if err := linkUp(h, l.EdgeUplink()); err != nil {
@@ -141,7 +141,11 @@ func (l *Lab) plugUplink() error {
 		// Everything not in the tunnel goes out of the uplink, so the edge
 		// reaches the cloud's public address wherever it moves.
 		_, def, _ := net.ParseCIDR("0.0.0.0/0")
-		if err := h.RouteAdd(&netlink.Route{LinkIndex: lk.Attrs().Index, Dst: def, Scope: netlink.SCOPE_LINK}); err != nil {
+		r := &netlink.Route{LinkIndex: lk.Attrs().Index, Dst: def, Scope: netlink.SCOPE_LINK}
+		if l.opts.NAT { // behind the carrier, as a modem's subscriber
+			r.Scope, r.Gw = netlink.SCOPE_UNIVERSE, carrierInsideAddr.Addr().AsSlice()
+		}
+		if err := h.RouteAdd(r); err != nil {
 			return fmt.Errorf("adding default route: %w", err)
 		}
 		return nil
@@ -278,8 +282,13 @@ func (l *Lab) startWireGuard() error {
 		return err
 	}
 	ka := l.opts.Keepalive
+	var port *int
+	if l.opts.EdgeListenPort > 0 {
+		port = &l.opts.EdgeListenPort
+	}
 	err = l.wg.ConfigureDevice(l.EdgeWG(), wgtypes.Config{
 		PrivateKey: &l.edgeKey,
+		ListenPort: port,
 		Peers: []wgtypes.PeerConfig{{
 			PublicKey:                   l.CloudPublicKey(),
 			Endpoint:                    net.UDPAddrFromAddrPort(l.CloudEndpoint()),

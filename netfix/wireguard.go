@@ -313,3 +313,74 @@ func (e *notFound) Error() string {
 }
 func (e *notFound) Is(target error) bool { return target == os.ErrNotExist }
 func (e *notFound) Unwrap() error        { return e.err }
+
+// ForceRebind moves iface to a new listen port and forces a handshake with
+// peer from it, so that a NAT on the path makes a fresh mapping for the
+// tunnel's flow and the far side roams to it on the first authenticated
+// packet (WireGuard follows a peer's source address, docs/operations.md
+// "WireGuard facts"). It sets the first of candidates (the current port is
+// skipped) that the system lets it bind: a bind is the only test of a free
+// port that cannot race, so a port in use is passed over, and the errors of
+// every refused one are returned when none binds. Then ForceHandshake, with
+// its contract (counters reset, ErrNoEndpoint for a peer without an
+// endpoint, checked before anything changes). The device is read back: the
+// listen port must be the new one. Not idempotent by nature; Changed is
+// true whenever it acted. A missing interface or peer matches
+// os.ErrNotExist.
+func ForceRebind(ctx context.Context, wg WireGuard, iface string, peer wgtypes.Key, candidates []int, keepalive time.Duration, dryRun bool) (Result, error) {
+	r := Result{Action: "rebind", Target: PeerTarget(iface, peer)}
+	if err := ctx.Err(); err != nil {
+		return r, err
+	}
+	dev, err := wg.Device(iface)
+	if err != nil {
+		return r, fmt.Errorf("reading wireguard device %s: %w", iface, err)
+	}
+	p := findPeer(dev, peer)
+	switch {
+	case p == nil:
+		return r, fmt.Errorf("rebinding for %s: %w", r.Target, &notFound{what: "peer " + r.Target})
+	case p.Endpoint == nil:
+		return r, fmt.Errorf("rebinding for %s: %w", r.Target, ErrNoEndpoint)
+	}
+	ports := slices.DeleteFunc(slices.Clone(candidates), func(c int) bool { return c == dev.ListenPort || c < 1 || c > 65535 })
+	if len(ports) == 0 {
+		return r, fmt.Errorf("rebinding %s: no candidate port other than the current %d", iface, dev.ListenPort)
+	}
+	if dryRun {
+		r.DryRun = true
+		r.Changes = []string{fmt.Sprintf("%s: listen port %d -> %d, then a forced handshake with %s", iface, dev.ListenPort, ports[0], r.Target)}
+		return r, nil
+	}
+	var refused []error
+	port := 0
+	for _, c := range ports {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if err := wg.ConfigureDevice(iface, wgtypes.Config{ListenPort: &c}); err != nil {
+			refused = append(refused, fmt.Errorf("port %d: %w", c, err))
+			continue
+		}
+		port = c
+		break
+	}
+	if port == 0 {
+		return r, fmt.Errorf("rebinding %s: no candidate port could be bound: %w", iface, errors.Join(refused...))
+	}
+	r.Changed = true
+	r.Changes = []string{fmt.Sprintf("%s: listen port %d -> %d", iface, dev.ListenPort, port)}
+	hs, err := ForceHandshake(ctx, wg, iface, peer, keepalive, false)
+	r.Changes = append(r.Changes, hs.Changes...)
+	if err != nil {
+		return r, fmt.Errorf("rebinding %s: %w", iface, err)
+	}
+	after, err := wg.Device(iface)
+	if err != nil {
+		return r, fmt.Errorf("reading back wireguard device %s: %w", iface, err)
+	}
+	if after.ListenPort != port {
+		return r, fmt.Errorf("rebinding %s: listen port is %d after setting %d", iface, after.ListenPort, port)
+	}
+	return r, nil
+}

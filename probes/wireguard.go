@@ -34,9 +34,16 @@ var _ WireGuardReader = (*wgctrl.Client)(nil)
 // wgctrl round trip and one allocation beyond it. A missing interface
 // matches os.ErrNotExist.
 func ReadPeers(wg WireGuardReader, iface string) ([]PeerStats, error) {
+	ps, _, err := ReadDevice(wg, iface)
+	return ps, err
+}
+
+// ReadDevice is ReadPeers and the device's listen port, from the same
+// Device call.
+func ReadDevice(wg WireGuardReader, iface string) ([]PeerStats, int, error) {
 	dev, err := wg.Device(iface)
 	if err != nil {
-		return nil, fmt.Errorf("reading wireguard device %s: %w", iface, err)
+		return nil, 0, fmt.Errorf("reading wireguard device %s: %w", iface, err)
 	}
 	out := make([]PeerStats, len(dev.Peers))
 	for i := range dev.Peers {
@@ -51,5 +58,5 @@ func ReadPeers(wg WireGuardReader, iface string) ([]PeerStats, error) {
 			AllowedIPs:    p.AllowedIPs,
 		}
 	}
-	return out, nil
+	return out, dev.ListenPort, nil
 }

@@ -28,6 +28,8 @@ func up(d dirs, args []string, stdout io.Writer) error {
 	offload := fs.String("offload", "on", "edge uplink TX checksum offload at start: on (the fault) or off")
 	keepalive := fs.Duration("keepalive", 0, "edge peer PersistentKeepalive (0: off, as Flannel)")
 	rate := fs.Int("rate", 20, "telemetry messages per second")
+	nat := fs.Bool("nat", false, "put a carrier NAT (nftables masquerade, real conntrack) between the modem and the cloud")
+	listenPort := fs.Int("listen-port", 0, "the edge's WireGuard listen port (0: any; Flannel uses 51820)")
 	noTel := fs.Bool("no-telemetry", false, "do not start telemetry")
 	prefix := fs.String("prefix", "", "name prefix (2-7 of [a-z0-9]); default random")
 	force := fs.Bool("force", false, "remove a stale lab in the run directory first")
@@ -49,7 +51,7 @@ func up(d dirs, args []string, stdout io.Writer) error {
 	}
 	o := options{
 		Prefix: *prefix, Broker: lab.BrokerKind(*broker), OffloadOff: *offload == "off",
-		Keepalive: *keepalive, Rate: *rate, NoTelemetry: *noTel,
+		Keepalive: *keepalive, Rate: *rate, NoTelemetry: *noTel, NAT: *nat, ListenPort: *listenPort,
 	}
 	b, _ := json.Marshal(o)
 	if err := os.WriteFile(d.options(), b, 0o644); err != nil {
@@ -139,8 +141,10 @@ func printUp(w io.Writer, d dirs, s state) {
 // printInfo prints the lab's namespaces, links, addresses and keys.
 func printInfo(w io.Writer, in lab.Info) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, n := range lab.Nodes {
-		fmt.Fprintf(tw, "  netns %s\t%s\n", n, in.Netns[n])
+	for _, n := range slices.Concat(lab.Nodes, []lab.Node{lab.Carrier}) {
+		if p, ok := in.Netns[n]; ok {
+			fmt.Fprintf(tw, "  netns %s\t%s\n", n, p)
+		}
 	}
 	fmt.Fprintf(tw, "  edge uplink\t%s (%s)\n", in.EdgeUplink, in.EdgeUplinkAddr)
 	fmt.Fprintf(tw, "  wireguard\tedge %s (%s), cloud %s (%s)\n", in.EdgeWG, in.EdgeTunnelAddr, in.CloudWG, in.CloudTunnelAddr)

@@ -24,14 +24,16 @@ const usage = `usage: edgeheal-lab [--run-dir DIR] COMMAND [ARGS]
 
 commands:
   up [--broker embedded|mosquitto] [--offload on|off] [--keepalive DUR]
-     [--rate N] [--no-telemetry] [--prefix P] [--force] [--foreground]
+     [--nat] [--listen-port N] [--rate N] [--no-telemetry] [--prefix P]
+     [--force] [--foreground]
                          build the lab and leave it running
   status [--json]        offload, WireGuard peers, UdpInCsumErrors, telemetry
   fault KIND [ARGS] [--for DUR]
                          pass | blackhole | loss PCT | delay DUR [JITTER] |
                          replug | offload on|off | broker-stop | broker-start |
-                         restart-cloud-wg | move-endpoint
-  exec NODE -- CMD...    run CMD in pod, edge, modem or cloud
+                         restart-cloud-wg | move-endpoint |
+                         nat-stuck | nat-clear | nat-remap (with --nat)
+  exec NODE -- CMD...    run CMD in pod, edge, modem, carrier (--nat) or cloud
   env                    the lab's names and addresses as shell variables
   down                   stop the lab and remove everything it created
   demo [FLAGS]           edgeheal heals the lab's faults, with a live timeline
@@ -122,6 +124,8 @@ type options struct {
 	Keepalive   time.Duration  `json:"keepalive"`
 	Rate        int            `json:"rate"`
 	NoTelemetry bool           `json:"no_telemetry"`
+	NAT         bool           `json:"nat,omitempty"`
+	ListenPort  int            `json:"listen_port,omitempty"`
 }
 
 // readState reads the supervisor's state.json.

@@ -91,6 +91,15 @@ func printStatus(w io.Writer, s *lab.Status, now time.Time) {
 	}
 	fmt.Fprintf(tw, "cloud UdpInCsumErrors\t%d\n", s.CloudUDPInCsumErrors)
 	fmt.Fprintf(tw, "cloud public address\t%s\n", s.CloudPublicAddr)
+	if c := s.Carrier; c != nil {
+		fmt.Fprintf(tw, "carrier NAT\tpublic %s, %d mappings of the edge, %d stuck\n", c.Public, len(c.Mappings), len(c.Stuck))
+		for _, m := range c.Mappings {
+			fmt.Fprintf(tw, "  mapping\t%s\n", m)
+		}
+		for _, m := range c.Stuck {
+			fmt.Fprintf(tw, "  stuck\t%s\n", m)
+		}
+	}
 	fmt.Fprintf(tw, "broker (%s)\t%s\n", s.Broker, map[bool]string{true: "running", false: "stopped"}[s.BrokerRunning])
 	if t := s.Telemetry; t != nil {
 		fmt.Fprintf(tw, "telemetry\tsent %d, received %d, late %d, loss %.2f%%, outages %d\n", t.Sent, t.Received, t.Late, t.LossPct, len(t.Outages))
@@ -147,7 +156,7 @@ func fault(d dirs, args []string, stdout io.Writer) error {
 		}
 	}
 	if len(rest) == 0 {
-		return errors.New("fault needs a kind: pass, blackhole, loss PCT, delay DUR [JITTER], replug, offload on|off, broker-stop, broker-start, restart-cloud-wg, move-endpoint")
+		return errors.New("fault needs a kind: pass, blackhole, loss PCT, delay DUR [JITTER], replug, offload on|off, broker-stop, broker-start, restart-cloud-wg, move-endpoint, nat-stuck, nat-clear, nat-remap")
 	}
 	req := request{Op: "fault", Kind: rest[0], Args: rest[1:], For: dur}
 	if _, err := parseFault(req); err != nil { // fail before touching the lab
@@ -165,11 +174,11 @@ func fault(d dirs, args []string, stdout io.Writer) error {
 // process with CMD inside the node's namespace (a shell without CMD).
 func execIn(d dirs, args []string) error {
 	if len(args) < 1 {
-		return errors.New("exec needs a node: pod, edge, modem or cloud")
+		return errors.New("exec needs a node: pod, edge, modem, carrier or cloud")
 	}
 	node := lab.Node(args[0])
-	if !slices.Contains(lab.Nodes, node) {
-		return fmt.Errorf("unknown node %q: want pod, edge, modem or cloud", node)
+	if !slices.Contains(lab.Nodes, node) && node != lab.Carrier {
+		return fmt.Errorf("unknown node %q: want pod, edge, modem, carrier or cloud", node)
 	}
 	cmd := args[1:]
 	if len(cmd) > 0 && cmd[0] == "--" {
@@ -220,6 +229,9 @@ func env(d dirs, stdout io.Writer) error {
 		{"LAB_CLOUD_HOST", in.CloudHost},
 		{"LAB_BROKER_TUNNEL", in.BrokerTunnel},
 		{"LAB_BROKER_PUBLIC", in.BrokerPublic},
+	}
+	if in.NAT {
+		vars = append(vars, [2]string{"LAB_CARRIER_NETNS", in.Netns[lab.Carrier]})
 	}
 	for _, v := range vars {
 		fmt.Fprintf(stdout, "%s=%s\n", v[0], strconv.Quote(v[1]))

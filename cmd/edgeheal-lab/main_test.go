@@ -185,3 +185,46 @@ func TestLabCLISIGTERMStopsTheLabAndRemovesEverything(t *testing.T) {
 	}
 	requireNothingLeft(t, p, c.runDir, s.PID)
 }
+
+func TestLabCLIUpWithTheCarrierNATAndItsFaults(t *testing.T) {
+	c := cli{t: t, bin: buildCLI(t), runDir: filepath.Join(t.TempDir(), "run")}
+	p := prefix()
+	t.Cleanup(func() { c.run("down"); lab.Sweep(p, filepath.Join(c.runDir, p)) })
+
+	out := c.must("up", "--prefix", p, "--offload", "off", "--nat", "--listen-port", "51820")
+	if !strings.Contains(out, "netns carrier") {
+		t.Errorf("up --nat does not name the carrier's namespace:\n%s", out)
+	}
+	s := c.state()
+	var st lab.Status
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if err := json.Unmarshal([]byte(c.must("status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Telemetry != nil && st.Telemetry.Received > 0 && st.Carrier != nil && len(st.Carrier.Mappings) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no telemetry through the carrier within 15 s: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := c.must("fault", "nat-stuck"); !strings.Contains(out, "100.64.0.2:51820 → 192.0.2.254:") {
+		t.Errorf("fault nat-stuck = %q; want the mapping of the edge's port 51820", out)
+	}
+	if txt := c.must("status"); !strings.Contains(txt, "1 stuck") {
+		t.Errorf("status after nat-stuck:\n%s", txt)
+	}
+	if out := c.must("exec", "carrier", "--", "nft", "list", "chain", "ip", "edgeheal_carrier", "forward"); !strings.Contains(out, "nat-stuck") {
+		t.Errorf("the carrier's forward chain has no nat-stuck rule:\n%s", out)
+	}
+	if out := c.must("env"); !strings.Contains(out, `LAB_CARRIER_NETNS="/var/run/netns/`+p+`-carrier"`) {
+		t.Errorf("env lacks the carrier's namespace:\n%s", out)
+	}
+	if out := c.must("fault", "nat-remap"); !strings.Contains(out, "192.0.2.253:40000-49999") {
+		t.Errorf("fault nat-remap = %q", out)
+	}
+	c.must("down")
+	requireNothingLeft(t, p, c.runDir, s.PID)
+}

@@ -123,14 +123,16 @@ func startSupervised(ctx context.Context, d dirs, o options, log *slog.Logger) (
 		o.Prefix = randomPrefix()
 	}
 	l, err := lab.Start(sctx, lab.Options{
-		Prefix:        o.Prefix,
-		RunDir:        filepath.Join(string(d), o.Prefix),
-		Broker:        o.Broker,
-		OffloadOff:    o.OffloadOff,
-		Keepalive:     o.Keepalive,
-		TelemetryRate: o.Rate,
-		NoTelemetry:   o.NoTelemetry,
-		Logger:        log,
+		Prefix:         o.Prefix,
+		RunDir:         filepath.Join(string(d), o.Prefix),
+		Broker:         o.Broker,
+		OffloadOff:     o.OffloadOff,
+		Keepalive:      o.Keepalive,
+		TelemetryRate:  o.Rate,
+		NoTelemetry:    o.NoTelemetry,
+		NAT:            o.NAT,
+		EdgeListenPort: o.ListenPort,
+		Logger:         log,
 	})
 	cancel()
 	if err != nil {
@@ -273,7 +275,7 @@ func parseFault(req request) (lab.Fault, error) {
 			}
 		}
 		return f, f.Validate()
-	case "replug", "broker-stop", "broker-start", "restart-cloud-wg", "move-endpoint":
+	case "replug", "broker-stop", "broker-start", "restart-cloud-wg", "move-endpoint", "nat-stuck", "nat-clear", "nat-remap":
 		return lab.Fault{}, want(0, 0)
 	case "offload":
 		if err := want(1, 1); err != nil {
@@ -334,6 +336,20 @@ func applyFault(ctx context.Context, l *lab.Lab, req request) (string, error) {
 			return "", err
 		}
 		return fmt.Sprintf("cloud public address is now %s (%s follows)", a, lab.CloudHost), nil
+	case "nat-stuck":
+		m, err := l.NATStuck()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("carrier: the tunnel's mapping %s is blackholed; new flows pass", m), nil
+	case "nat-clear":
+		return "carrier: stuck mappings pass again", l.NATClear()
+	case "nat-remap":
+		p, err := l.NATRemap()
+		if err != nil {
+			return "", err
+		}
+		return "carrier: every mapping flushed; public side now " + p, nil
 	}
 	return "", fmt.Errorf("unknown fault %q", req.Kind)
 }

@@ -169,7 +169,7 @@ func (c *cloudEvents) disruptive() []string {
 	var out []string
 	for _, v := range c.evs {
 		switch v["action"] {
-		case "handshake", "bounce", "restart-unit", "reresolve":
+		case "handshake", "rebind", "bounce", "restart-unit", "reresolve":
 			if v["kind"] == "action" && v["result"] == "changed" {
 				out = append(out, fmt.Sprintf("%v %v at %v", v["action"], v["target"], v["ts"]))
 			}

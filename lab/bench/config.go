@@ -59,7 +59,7 @@ tunnels:
       target: tcp://{{.CloudTunnel}}:{{.BrokerPort}}   # the broker port through the tunnel: a RST still proves the path
       interval: 1s
       misses: 3
-    heal: [reassert, reresolve, handshake, bounce]
+    heal: [reassert, reresolve, handshake, rebind, bounce]
     unit: ""
 
 # The pod's MQTT path, probed from inside its network namespace and

@@ -32,6 +32,8 @@ func settingsOf(o Options) map[string]string {
 		"long_blackhole":  o.LongBlackhole.String(),
 		"s4_window":       o.S4Window.String(),
 		"broker_outage":   o.BrokerOutage.String(),
+		"s6_window":       o.S6Window.String(),
+		"s7_window":       o.S7Window.String(),
 		"tail":            o.Tail.String(),
 		"footprint":       o.Footprint.String(),
 		"reresolve_every": o.ReresolveEvery.String(),
@@ -119,6 +121,14 @@ func CheckGoals(rep *Report) []Goal {
 	}
 	if r, ok := rep.Find(S5, Edgeheal); ok && r.Error == "" {
 		add(S5, "tunnel actions", "0", fmt.Sprint(r.NeedlessActions), r.NeedlessActions == 0)
+	}
+	for _, g := range []struct {
+		sc    string
+		limit float64
+	}{{S6, 10}, {S7, 5}} {
+		if r, ok := rep.Find(g.sc, Edgeheal); ok && r.Error == "" {
+			add(g.sc, "telemetry back after the fault", fmt.Sprintf("≤ %.0f s", g.limit), fmtOutage(r), !r.OutageOngoing && r.OutageSeconds <= g.limit)
+		}
 	}
 	gs = append(gs, noWorseThanNone(rep)...)
 	for _, f := range rep.Footprints {

@@ -36,6 +36,8 @@ type Options struct {
 	LongBlackhole  time.Duration
 	S4Window       time.Duration
 	BrokerOutage   time.Duration
+	S6Window       time.Duration // observation after the NAT mapping sticks
+	S7Window       time.Duration // observation after the NAT remaps
 	Footprint      time.Duration // steady-state window of the footprint measurement; 0: skip it
 	ReresolveEvery time.Duration
 
@@ -57,6 +59,8 @@ func DefaultOptions() Options {
 		LongBlackhole:  190 * time.Second,
 		S4Window:       200 * time.Second, // reresolve-dns.sh acts only on handshakes older than 135 s
 		BrokerOutage:   60 * time.Second,
+		S6Window:       60 * time.Second, // WireGuard alone stays dark all of it (docs/lab.md, "Carrier NAT")
+		S7Window:       30 * time.Second,
 		Footprint:      60 * time.Second,
 		ReresolveEvery: 30 * time.Second,
 	}
@@ -158,6 +162,9 @@ func runOne(ctx context.Context, o Options, id, contender string) (r Result) {
 	}
 	lo := labOptions(contender)
 	lo.OffloadOff = scenarioOffloadOff(id)
+	if scenarioNAT(id) {
+		lo.NAT, lo.EdgeListenPort = true, 51820
+	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	l, err := lab.Start(sctx, lo)
 	cancel()

@@ -20,10 +20,12 @@ const (
 	S3b = "S3b"
 	S4  = "S4"
 	S5  = "S5"
+	S6  = "S6"
+	S7  = "S7"
 )
 
 // Scenarios lists every scenario in report order.
-var Scenarios = []string{S1, S2, S3a, S3b, S4, S5}
+var Scenarios = []string{S1, S2, S3a, S3b, S4, S5, S6, S7}
 
 // Titles describe the scenarios in tables.
 var Titles = map[string]string{
@@ -33,6 +35,8 @@ var Titles = map[string]string{
 	S3b: "blackhole 190 s",
 	S4:  "cloud endpoint moves, DNS follows",
 	S5:  "broker outage",
+	S6:  "carrier NAT mapping stuck",
+	S7:  "carrier NAT remaps",
 }
 
 // env is one contender on one fresh lab, playing one scenario.
@@ -114,6 +118,8 @@ func runScenario(ctx context.Context, id string, e *env) error {
 		return e.s4(ctx)
 	case S5:
 		return e.s5(ctx)
+	case S6, S7:
+		return e.nat(ctx, id)
 	}
 	return fmt.Errorf("unknown scenario %q", id)
 }
@@ -121,6 +127,38 @@ func runScenario(ctx context.Context, id string, e *env) error {
 // scenarioOffloadOff says whether the lab starts with the manual fix
 // applied: every scenario but S1, so that each isolates its own fault.
 func scenarioOffloadOff(id string) bool { return id != S1 }
+
+// scenarioNAT says whether the lab has the carrier NAT hop, with the
+// edge's WireGuard on Flannel's fixed port 51820 (docs/lab.md, "What it
+// models"): S6 and S7.
+func scenarioNAT(id string) bool { return id == S6 || id == S7 }
+
+// nat plays S6 (the carrier's mapping of the tunnel's flow is stuck: new
+// flows pass, WireGuard's retries from the same port do not) or S7 (the
+// carrier flushes its mappings and moves to another public address and
+// port range) and watches the window.
+func (e *env) nat(ctx context.Context, id string) error {
+	if err := e.warmup(ctx); err != nil {
+		return err
+	}
+	e.res.FaultAt = time.Now()
+	window := e.o.S6Window
+	if id == S6 {
+		m, err := e.l.NATStuck()
+		if err != nil {
+			return err
+		}
+		e.mark(e.res.FaultAt, "stuck: "+m.String())
+	} else {
+		window = e.o.S7Window
+		pub, err := e.l.NATRemap()
+		if err != nil {
+			return err
+		}
+		e.mark(e.res.FaultAt, "remapped to "+pub)
+	}
+	return sleep(ctx, window)
+}
 
 func (e *env) mark(at time.Time, label string) {
 	e.res.Marks = append(e.res.Marks, Mark{At: seconds(at.Sub(e.res.FaultAt)), Label: label})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
@@ -32,6 +33,10 @@ type WireGuard struct {
 	// ConfigureDevice creates, including a removed peer added back. Tests use
 	// it to model a working path, e.g. p.LastHandshakeTime = now.
 	OnAdd func(iface string, p *wgtypes.Peer)
+
+	// BusyPorts are listen ports another socket holds: ConfigureDevice
+	// refuses them as the kernel does (EADDRINUSE), changing nothing.
+	BusyPorts map[int]bool
 }
 
 // NewWireGuard returns a fake with no devices.
@@ -144,6 +149,9 @@ func (w *WireGuard) ConfigureDevice(name string, cfg wgtypes.Config) error {
 		d.PublicKey = cfg.PrivateKey.PublicKey()
 	}
 	if cfg.ListenPort != nil {
+		if w.BusyPorts[*cfg.ListenPort] {
+			return fmt.Errorf("listen port %d: %w", *cfg.ListenPort, syscall.EADDRINUSE)
+		}
 		d.ListenPort = *cfg.ListenPort
 	}
 	if cfg.FirewallMark != nil {
