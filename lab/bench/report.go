@@ -70,7 +70,7 @@ func (r *Report) Find(scenario, contender string) (Result, bool) {
 	return Result{}, false
 }
 
-// Goal is one of the targets of issues 9 and 13, checked against
+// Goal is one of the targets of issues 9, 13 and 15, checked against
 // edgeheal's figures.
 type Goal struct {
 	Scenario string `json:"scenario"`
