@@ -191,7 +191,11 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 			b, _ := os.ReadFile(lastGood)
 			return strings.Contains(string(b), "pkgtest-site-2")
 		})
-		after := unitState(ctx, t, conn, "edgeheal.service")
+		// The agent saves the config before it ends RELOADING=1 with
+		// READY=1, so the unit may still be "reloading" for a moment.
+		after := waitState(ctx, t, conn, "the unit to leave reloading", func(st state) bool {
+			return st.active != "reloading"
+		})
 		if after.active != "active" || after.mainPID != before.mainPID || after.restarts != before.restarts {
 			t.Errorf("after a valid reload: %+v, want the same agent still active (before: %+v)", after, before)
 		}
