@@ -51,7 +51,7 @@ type tunnelWorld struct {
 	// handshake retry completes (the tunnel works again, peer 0 has a new
 	// handshake): the race between a round's reading and its rung.
 	ownHandshake bool
-	reads      int
+	reads        int
 }
 
 func tunnelFakeKey(i int) wgtypes.Key {
