@@ -97,6 +97,7 @@ const (
 	holdCooldown = "cooldown"
 	holdBusy     = "busy" // an action the previous config's monitor started has not returned
 	holdPending  = "handshake-pending"
+	holdFresh    = "fresh-session" // WireGuard completed a handshake of its own since the round's reading
 )
 
 // ladderStep is the ladder's decision for a down peer in one round: run
@@ -198,4 +199,18 @@ func ladderAlertBackoff(prev, cooldown, window time.Duration) time.Duration {
 		return first
 	}
 	return min(2*prev, max(window, first))
+}
+
+// freshSession reports why a disruptive rung must not run after all: the
+// peer's handshake, read again just before the rung, is later than the one
+// the round decided on (observed). WireGuard then has a session of its own
+// (its retry, or the far side's, completed while the round probed), and a
+// forced handshake, rebind, bounce or restart would throw it away and make
+// the tunnel wait for another. "" when nothing changed or the peer could
+// not be read again (the round's evidence stands).
+func freshSession(observed, again time.Time, ok bool) string {
+	if !ok || !again.After(observed) {
+		return ""
+	}
+	return fmt.Sprintf("WireGuard completed a handshake of its own at %s, after this round's reading: its session is up", again.UTC().Format(time.RFC3339))
 }

@@ -254,3 +254,27 @@ func TestLadderAlertBackoff(t *testing.T) {
 		t.Errorf("alert waits (-want +got):\n%s", diff)
 	}
 }
+
+func TestFreshSession(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name            string
+		observed, again time.Time
+		ok              bool
+		wantHold        bool
+	}{
+		{name: "the same handshake as the round read: the rung runs", observed: t0, again: t0, ok: true},
+		{name: "a later handshake: WireGuard's own session is up, the rung holds", observed: t0, again: t0.Add(300 * time.Millisecond), ok: true, wantHold: true},
+		{name: "a first handshake of a peer that had none (re-added)", again: t0, ok: true, wantHold: true},
+		{name: "still none", ok: true},
+		{name: "the peer could not be read again: the round's evidence stands", observed: t0, again: t0.Add(time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := freshSession(tt.observed, tt.again, tt.ok)
+			if (got != "") != tt.wantHold {
+				t.Errorf("freshSession(%v, %v, %v) = %q, want hold %v", tt.observed, tt.again, tt.ok, got, tt.wantHold)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/netfix"
+	"github.com/edgeheal/edgeheal/probes"
 )
 
 // The ladder runner: it asks ladderDecide what to do for each down peer,
@@ -152,6 +153,13 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 		return true
 	}
 	o, done := shared[st.Rung]
+	if !done && ladderDisruptive(st.Rung) {
+		hs, ok := m.handshakeNow(p)
+		if why := freshSession(p.sig.handshake, hs, ok); why != "" {
+			m.holdLadder(p, ladderStep{Index: st.Index, Rung: st.Rung, HoldKind: holdFresh, Hold: why}, now)
+			return false
+		}
+	}
 	if !done {
 		var cut bool
 		if o, cut = m.act(ctx, p, st); cut {
@@ -169,6 +177,23 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 	m.apply(p, PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung})
 	m.forced(p, st.Rung, o)
 	return false
+}
+
+// handshakeNow reads p's last handshake from the device again, the moment
+// before a disruptive rung: one read, only when a rung that throws state
+// away is about to run (budgeted, so rare). ok is false when the device or
+// the peer cannot be read.
+func (m *TunnelMonitor) handshakeNow(p *peerTrack) (time.Time, bool) {
+	peers, _, err := probes.ReadDevice(m.os.WireGuard, m.spec.cfg.Interface)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for i := range peers {
+		if peers[i].PublicKey == p.key {
+			return peers[i].LastHandshake, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // budget is the tunnel's budget as the ledger has it now.
@@ -251,7 +276,7 @@ func (m *TunnelMonitor) adoptEnded() bool {
 // bad clock once per incident: they are the diagnosis, not noise.
 func (m *TunnelMonitor) holdLadder(p *peerTrack, st ladderStep, now time.Time) {
 	p.holdKind, p.hold = st.HoldKind, st.Hold
-	if st.HoldKind == holdCooldown || st.HoldKind == holdSettle || st.HoldKind == holdPending || p.reported[st.HoldKind] {
+	if st.HoldKind == holdCooldown || st.HoldKind == holdSettle || st.HoldKind == holdPending || st.HoldKind == holdFresh || p.reported[st.HoldKind] {
 		return
 	}
 	if p.reported == nil {

@@ -347,6 +347,35 @@ func TestTunnelMonitorLetsASessionResumeByItselfWhenTheUplinkReturns(t *testing.
 	})
 }
 
+// S3b's race: after a blackhole longer than the session's 180 s, the path
+// returns and WireGuard's own retry completes a handshake between the
+// round's reading (session expired: the handshake would run at once) and
+// the rung. The rung reads the peer again and holds: forcing a handshake
+// now would throw away the session WireGuard just made.
+func TestTunnelMonitorDoesNotForceAHandshakeOverOneWireGuardJustCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+		defer h.stop()
+		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark, w.hostDark = true, true })
+		h.at(200*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.hostDark, w.ownHandshake = false, true })
+		h.at(201*tsec + tsec/2)
+		h.wantChanges("in the round the path returned in")
+		if got := h.peer(0).Detail; !strings.Contains(got, "waiting: WireGuard completed a handshake of its own") {
+			t.Errorf("check detail in the round the path returned in = %q, want the fresh session named", got)
+		}
+		h.at(210 * tsec)
+		h.wantChanges("after the path returned")
+		h.wantEvents("after the path returned",
+			"13s incident "+tunnelPeer0+" opened",
+			"13s action wg0 reassert unchanged",
+			"13s uplink-outage "+tunnelPeer0+" held",
+			"3m22s recovered "+tunnelPeer0+" ok")
+	})
+}
+
 func TestTunnelMonitorBlamesAClockThatSteppedBackInsteadOfForcingHandshakes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newTunnelWorld(1, 20*tsec)
