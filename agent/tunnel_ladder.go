@@ -135,6 +135,9 @@ func (m *TunnelMonitor) climb(ctx context.Context, p *peerTrack, shared map[stri
 		g = m.guards(ctx, p)
 	}
 	st := ladderDecide(m.spec.cfg, p.st.Rung, g, m.budget(), now)
+	if st.HoldKind == holdUplink && g.Path == pathDown && !g.SessionValid {
+		m.watchPathBack(ctx, m.hostTarget(p.sig.endpoint))
+	}
 	if st.GiveUp != "" {
 		m.apply(p, PeerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
 		return false

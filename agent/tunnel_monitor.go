@@ -91,6 +91,9 @@ type TunnelMonitor struct {
 	upFailing  bool                    // bringUp failed in the last round
 	listenPort int                     // the tunnel's listen port, this round
 	rebound    int                     // the port the last rebind set, while it is still the tunnel's (0: none)
+	watching   map[string]bool         // host paths watched for their return (watchPathBack)
+	watchers   sync.WaitGroup
+	watched    chan pathWatchEnd
 
 	mu        sync.Mutex
 	suspicion string // a workload's confirmed report, drained by the loop
@@ -148,6 +151,7 @@ func NewTunnelMonitor(cfg TunnelMonitorConfig) *TunnelMonitor {
 		settle:   cfg.Policy.ResumeGrace.D(),
 		window:   cfg.Policy.Window.D(),
 		wake:     make(chan struct{}, 1),
+		watched:  make(chan pathWatchEnd),
 		pol:      budgetPolicy{max: cfg.Policy.MaxDisruptive, window: cfg.Policy.Window.D(), cooldown: cfg.Policy.Cooldown.D()},
 		peers:    map[wgtypes.Key]*peerTrack{},
 	}
@@ -213,6 +217,7 @@ func (m *TunnelMonitor) Run(ctx context.Context) error {
 		}
 	})
 	defer learner.Wait()
+	defer m.watchers.Wait()
 	defer stopLearning()
 	for {
 		m.runRound(ctx)
@@ -222,6 +227,9 @@ func (m *TunnelMonitor) Run(ctx context.Context) error {
 		case <-tick.C:
 		case <-m.wake:
 		case <-m.adopted: // an adopted action ended: verify it now
+		case e := <-m.watched:
+			// Then a round at once: it verifies what the ladder did.
+			m.pathWatchEnded(ctx, e)
 		}
 	}
 }

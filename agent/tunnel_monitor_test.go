@@ -347,32 +347,56 @@ func TestTunnelMonitorLetsASessionResumeByItselfWhenTheUplinkReturns(t *testing.
 	})
 }
 
-// S3b's race: after a blackhole longer than the session's 180 s, the path
-// returns and WireGuard's own retry completes a handshake between the
-// round's reading (session expired: the handshake would run at once) and
-// the rung. The rung reads the peer again and holds: forcing a handshake
-// now would throw away the session WireGuard just made.
+// S3b's race: WireGuard's own retry (or the far side's) completes a
+// handshake between the round's reading, which chose a forced handshake,
+// and the rung. The rung reads the peer again and holds: forcing a
+// handshake now would throw away the session WireGuard just made.
 func TestTunnelMonitorDoesNotForceAHandshakeOverOneWireGuardJustCompleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newTunnelWorld(1, 20*tsec)
 		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
 		defer h.stop()
 		h.at(10*tsec + tsec/2)
-		w.set(func(w *tunnelWorld) { w.dark, w.hostDark = true, true })
-		h.at(200*tsec + tsec/2)
-		w.set(func(w *tunnelWorld) { w.hostDark, w.ownHandshake = false, true })
-		h.at(201*tsec + tsec/2)
-		h.wantChanges("in the round the path returned in")
+		w.set(func(w *tunnelWorld) { w.dark, w.fixedBy = true, "handshake" })
+		// The 13 s round confirms the incident on its reading; WireGuard's
+		// handshake completes while the ladder probes the host path.
+		h.at(12*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.ownHandshake = true })
+		h.at(13*tsec + tsec/2)
+		h.wantChanges("in the round of the incident")
 		if got := h.peer(0).Detail; !strings.Contains(got, "waiting: WireGuard completed a handshake of its own") {
-			t.Errorf("check detail in the round the path returned in = %q, want the fresh session named", got)
+			t.Errorf("check detail in the round of the incident = %q, want the fresh session named", got)
 		}
+		h.at(20 * tsec)
+		h.wantChanges("after the session came back")
+		h.wantEvents("after the session came back",
+			"13s incident "+tunnelPeer0+" opened",
+			"13s action wg0 reassert unchanged",
+			"14s recovered "+tunnelPeer0+" ok")
+	})
+}
+
+// A blackhole longer than the session's 180 s: the host path is watched
+// every 250 ms while the peer is held, and its handshake is forced as soon
+// as the path answers, not a round's probe timeout later.
+func TestTunnelMonitorForcesAnExpiredSessionsHandshakeAsSoonAsThePathAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+		defer h.stop()
+		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark, w.hostDark, w.fixedBy = true, true, "handshake" })
+		h.at(200*tsec + 3*tsec/10)
+		h.wantChanges("during the blackhole")
+		w.set(func(w *tunnelWorld) { w.hostDark = false })
 		h.at(210 * tsec)
-		h.wantChanges("after the path returned")
+		h.wantChanges("after the path returned", handshakePeer0)
 		h.wantEvents("after the path returned",
 			"13s incident "+tunnelPeer0+" opened",
 			"13s action wg0 reassert unchanged",
 			"13s uplink-outage "+tunnelPeer0+" held",
-			"3m22s recovered "+tunnelPeer0+" ok")
+			"3m20.5s action "+tunnelPeer0+" handshake changed",
+			"3m20.5s recovered "+tunnelPeer0+" ok")
 	})
 }
 
