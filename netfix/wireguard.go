@@ -125,19 +125,9 @@ func EnsureKeepalive(ctx context.Context, wg WireGuard, iface string, selected f
 // returns ErrNoEndpoint and is left alone.
 func ForceHandshake(ctx context.Context, wg WireGuard, iface string, peer wgtypes.Key, keepalive time.Duration, dryRun bool) (Result, error) {
 	r := Result{Action: "handshake", Target: PeerTarget(iface, peer)}
-	if err := ctx.Err(); err != nil {
-		return r, err
-	}
-	dev, err := wg.Device(iface)
+	_, p, err := endpointPeer(ctx, wg, iface, peer, "forcing handshake with")
 	if err != nil {
-		return r, fmt.Errorf("reading wireguard device %s: %w", iface, err)
-	}
-	p := findPeer(dev, peer)
-	if p == nil {
-		return r, fmt.Errorf("forcing handshake with %s: %w", r.Target, &notFound{what: "peer " + r.Target})
-	}
-	if p.Endpoint == nil {
-		return r, fmt.Errorf("forcing handshake with %s: %w", r.Target, ErrNoEndpoint)
+		return r, err
 	}
 	ka := keepalive
 	if ka <= 0 {
@@ -178,6 +168,29 @@ func ForceHandshake(ctx context.Context, wg WireGuard, iface string, peer wgtype
 		return r, fmt.Errorf("forcing handshake with %s: re-added peer differs: %s", r.Target, diff)
 	}
 	return r, nil
+}
+
+// endpointPeer is the start of the rungs that make a handshake: it reads
+// iface and finds peer, which must have an endpoint (ErrNoEndpoint, checked
+// before anything changes; a missing peer matches os.ErrNotExist). doing
+// begins their errors ("forcing handshake with").
+func endpointPeer(ctx context.Context, wg WireGuard, iface string, peer wgtypes.Key, doing string) (*wgtypes.Device, *wgtypes.Peer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	dev, err := wg.Device(iface)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading wireguard device %s: %w", iface, err)
+	}
+	target := PeerTarget(iface, peer)
+	p := findPeer(dev, peer)
+	switch {
+	case p == nil:
+		return nil, nil, fmt.Errorf("%s %s: %w", doing, target, &notFound{what: "peer " + target})
+	case p.Endpoint == nil:
+		return nil, nil, fmt.Errorf("%s %s: %w", doing, target, ErrNoEndpoint)
+	}
+	return dev, p, nil
 }
 
 // readdConfig is the configuration that adds p back as it was, with
@@ -329,19 +342,9 @@ func (e *notFound) Unwrap() error        { return e.err }
 // os.ErrNotExist.
 func ForceRebind(ctx context.Context, wg WireGuard, iface string, peer wgtypes.Key, candidates []int, keepalive time.Duration, dryRun bool) (Result, error) {
 	r := Result{Action: "rebind", Target: PeerTarget(iface, peer)}
-	if err := ctx.Err(); err != nil {
-		return r, err
-	}
-	dev, err := wg.Device(iface)
+	dev, _, err := endpointPeer(ctx, wg, iface, peer, "rebinding for")
 	if err != nil {
-		return r, fmt.Errorf("reading wireguard device %s: %w", iface, err)
-	}
-	p := findPeer(dev, peer)
-	switch {
-	case p == nil:
-		return r, fmt.Errorf("rebinding for %s: %w", r.Target, &notFound{what: "peer " + r.Target})
-	case p.Endpoint == nil:
-		return r, fmt.Errorf("rebinding for %s: %w", r.Target, ErrNoEndpoint)
+		return r, err
 	}
 	ports := slices.DeleteFunc(slices.Clone(candidates), func(c int) bool { return c == dev.ListenPort || c < 1 || c > 65535 })
 	if len(ports) == 0 {
