@@ -113,6 +113,12 @@ func (c *CRIClient) call(ctx context.Context, method string, msg []byte) ([]byte
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		// The request's URL is an artefact of speaking HTTP/2 over a
+		// Unix socket: the operator knows the socket, not the URL.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("CRI %s on %s: %w", method, c.socket, err)
 	}
 	defer resp.Body.Close()

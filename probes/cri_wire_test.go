@@ -1,6 +1,11 @@
 package probes
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +117,28 @@ func FuzzDecodeCRIResponses(f *testing.F) {
 		_, _ = decodeListPodSandboxResponse(b)
 		_, _ = decodePodSandboxStatusInfo(b)
 	})
+}
+
+// A runtime that is not there is named by its socket, and the error says
+// why; the HTTP URL the client speaks to it through is no help to anyone.
+func TestCRIUnreachableSocketErrorNamesTheSocketNotAURL(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "containerd.sock")
+	c, err := DialCRI(sock)
+	if err != nil {
+		t.Fatalf("DialCRI: %v", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = c.ReadySandboxes(ctx, map[string]string{"app": "telemetry"})
+	if err == nil {
+		t.Fatal("ReadySandboxes on a missing socket: no error")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, sock) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("error %q: want the socket named and os.ErrNotExist", msg)
+	}
+	if strings.Contains(msg, "http://") {
+		t.Errorf("error %q carries the client's HTTP URL", msg)
+	}
 }
