@@ -56,7 +56,7 @@ func (l *Lab) Fault() (Fault, time.Time) {
 // checksum: the offload fault is not a relay fault).
 func (l *Lab) Pass() error { return l.SetFault(Fault{Kind: FaultPass}, 0) }
 
-// Blackhole drops every frame, for d (0: until changed).
+// Blackhole drops every IP frame (ARP passes), for d (0: until changed).
 func (l *Lab) Blackhole(d time.Duration) error { return l.SetFault(Fault{Kind: FaultBlackhole}, d) }
 
 // Loss drops each frame with probability pct/100, for d (0: until changed).

@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
 	"github.com/edgeheal/edgeheal/lab"
 	"github.com/safchain/ethtool"
+	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
@@ -155,6 +157,70 @@ func TestLabBlackholeOf20sLeavesGapAndRecoversByItself(t *testing.T) {
 	}
 	t.Logf("blackhole %v: gap %v (%d messages lost), recovered %v after the path returned",
 		block, gap.Round(time.Millisecond), o.Lost, o.End.Sub(end).Round(time.Millisecond))
+}
+
+// The blackhole is the cell's outage, not a cut cable: IP frames are
+// dropped while ARP passes, as a real uplink answers for its own link.
+// (With ARP dropped too, the first packet after a long block waited for
+// the kernel's next ARP solicitation: docs/lab.md, "Faults".)
+func TestLabBlackholeDropsIPButPassesARP(t *testing.T) {
+	l := labtest.New(t, lab.Options{OffloadOff: true, NoTelemetry: true})
+	if err := l.Blackhole(0); err != nil {
+		t.Fatal(err)
+	}
+	cloud := net.IP(l.CloudPublicAddr().AsSlice())
+	neighState := func() int {
+		state := -1
+		err := l.Do(lab.Edge, func() error {
+			link, err := netlink.LinkByName(l.EdgeUplink())
+			if err != nil {
+				return err
+			}
+			ns, err := netlink.NeighList(link.Attrs().Index, netlink.FAMILY_V4)
+			for _, n := range ns {
+				if n.IP.Equal(cloud) {
+					state = n.State
+				}
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return state
+	}
+	// Forget the cloud's address, then make the edge resolve it again.
+	err := l.Do(lab.Edge, func() error {
+		link, err := netlink.LinkByName(l.EdgeUplink())
+		if err != nil {
+			return err
+		}
+		_ = netlink.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, IP: cloud})
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: cloud, Port: 9})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("who has"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 5*time.Second, "the edge to resolve the cloud's address during the blackhole", func() bool {
+		return neighState() == netlink.NUD_REACHABLE
+	})
+	err = l.Do(lab.Edge, func() error {
+		c, err := net.DialTimeout("tcp", l.BrokerPublicAddr().String(), 500*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return errors.New("a TCP connection to the broker opened through the blackhole")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }
 
 func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {

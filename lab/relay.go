@@ -19,9 +19,9 @@ type FaultKind string
 // The faults the modem relay injects, in both directions.
 const (
 	FaultPass      FaultKind = "pass"      // copy every frame verbatim
-	FaultBlackhole FaultKind = "blackhole" // drop every frame
-	FaultLoss      FaultKind = "loss"      // drop each frame with probability LossPct/100
-	FaultDelay     FaultKind = "delay"     // hold each frame Delay ± Jitter
+	FaultBlackhole FaultKind = "blackhole" // drop every IP frame
+	FaultLoss      FaultKind = "loss"      // drop each IP frame with probability LossPct/100
+	FaultDelay     FaultKind = "delay"     // hold each IP frame Delay ± Jitter
 )
 
 // Fault is the modem's behaviour. The zero value is Pass.
@@ -115,6 +115,11 @@ func udpRemote(frame []byte, fromEdge bool) (key [6]byte, ok bool) {
 		copy(key[4:], udp[0:2])             // source port
 	}
 	return key, true
+}
+
+// isARP reports whether frame is an ARP frame (EtherType 0x0806).
+func isARP(frame []byte) bool {
+	return len(frame) >= 14 && frame[12] == 0x08 && frame[13] == 0x06
 }
 
 // startRelay opens the sockets and starts one goroutine per direction.
@@ -240,6 +245,12 @@ func (r *relay) forward(aToB bool, frame []byte) {
 		}
 	}
 	r.mu.Unlock()
+	if isARP(frame) {
+		// The modem answers for its own link: ARP between the host and its
+		// next hop works through a cell outage (docs/lab.md, "Faults").
+		r.write(aToB, frame)
+		return
+	}
 	switch f.Kind {
 	case FaultBlackhole:
 		r.dropped.Add(1)
