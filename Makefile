@@ -15,6 +15,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-lab ./cmd/edgeheal-lab
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-fleet ./cmd/edgeheal-fleet
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal-kube ./cmd/edgeheal-kube
 
 # Every test, the root lab tests included (they skip, saying so, without
 # root), after installing the Debian packages they use (idempotent), and
