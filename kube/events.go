@@ -30,12 +30,17 @@ type Note struct {
 // function: an incident when the condition turns False or its reason
 // changes, a recovery when it turns True again after being False (with how
 // long it was not), and an action for every check whose last action
-// changed. prev is nil in the first round: then the current state is
-// reported only if it is an incident (a restart does not repeat actions).
-// falseSince is when the condition last turned False.
-func Notes(prevV *Verdict, v Verdict, prev, cur *Status, falseSince, now time.Time) []Note {
+// changed. known is the last verdict that was not Unknown (nil: none yet),
+// so a spell of Unknown between two verdicts (the agent restarting or
+// reloading) neither repeats an incident nor hides a recovery; an Unknown
+// verdict itself is no event. prev is nil in the first round: then no
+// actions are reported (a restart does not repeat them). falseSince is
+// when the condition last turned False.
+func Notes(known *Verdict, v Verdict, prev, cur *Status, falseSince, now time.Time) []Note {
 	var out []Note
+	prevV := known
 	switch {
+	case v.Status == Unknown:
 	case v.Status == False && (prevV == nil || prevV.Status != False || prevV.Reason != v.Reason):
 		out = append(out, Note{Type: Warning, Reason: v.Reason, Message: v.Message, Time: now})
 	case v.Status == True && prevV != nil && prevV.Status == False:

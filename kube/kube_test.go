@@ -179,6 +179,13 @@ func TestNotes(t *testing.T) {
 	if got := reasons(rec); got != "Normal OverlayRecovered" || !strings.Contains(rec[0].Message, "was TunnelDark for 12.3s") {
 		t.Errorf("recovery: %q %+v", got, rec)
 	}
+	unknown := Verdict{Status: Unknown, Reason: ReasonAgentStarting}
+	if got := reasons(Notes(&dark, unknown, acted, nil, t0, t0)); got != "" {
+		t.Errorf("the agent restarting while dark: %q, want nothing", got)
+	}
+	if got := reasons(Notes(&dark, healthy, acted, acted, t0, t0)); got != "Normal OverlayRecovered" {
+		t.Errorf("healthy after dark and an Unknown spell (known is still the dark verdict): %q", got)
+	}
 	if got := reasons(Notes(nil, healthy, nil, acted, time.Time{}, t0)); got != "" {
 		t.Errorf("the first round of a healthy node: %q, want nothing", got)
 	}

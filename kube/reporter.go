@@ -53,7 +53,8 @@ type Reporter struct {
 	haveWant   bool
 	darkSince  time.Time
 	falseSince time.Time
-	prevV      *Verdict
+	prevV      *Verdict // the last verdict
+	known      *Verdict // the last verdict that was not Unknown
 	prevSt     *Status
 	corr       Correlator
 	queue      []Write
@@ -136,15 +137,19 @@ func (r *Reporter) Poll(ctx context.Context) {
 	} else if !v.Dark && v.Status != Unknown {
 		r.darkSince = time.Time{}
 	}
-	if v.Status == False && prev.Status != False {
+	if v.Status == False && (r.known == nil || r.known.Status != False) {
 		r.falseSince = now
 	}
 	var cur *Status
 	if err == nil {
 		cur = st
 	}
-	for _, n := range Notes(r.prevV, v, r.prevSt, cur, r.falseSince, now) {
+	for _, n := range Notes(r.known, v, r.prevSt, cur, r.falseSince, now) {
 		r.noteLocked(n)
+	}
+	if v.Status != Unknown {
+		known := v
+		r.known = &known
 	}
 	changed := !r.haveWant || v != r.want
 	r.want, r.haveWant = v, true

@@ -165,8 +165,12 @@ func TestReporterThroughAnOutageOfTheAPIServer(t *testing.T) {
 		ag.mu.Lock()
 		polls := ag.polls
 		ag.mu.Unlock()
+		ag.mu.Lock()
+		ag.st = Status{ReadyDetail: "reloading"} // the agent restarts: Unknown for a while
+		ag.mu.Unlock()
+		time.Sleep(3 * time.Second)
 		ag.set(peer("ok", ""))
-		time.Sleep(30 * time.Second)
+		time.Sleep(27 * time.Second)
 		synctest.Wait()
 		ag.mu.Lock()
 		polled := ag.polls - polls

@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,8 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/internal/testsupport"
+	"github.com/vishvananda/netns"
+	"k8s.io/client-go/rest"
 )
 
 // Version is the kube-apiserver the tests run; scripts/build-kube-apiserver.sh
@@ -61,6 +64,16 @@ func Binary() string {
 // AdminToken is the token of the lab's administrator (group system:masters).
 const AdminToken = "edgeheal-lab-admin-token"
 
+// Options say where the lab runs.
+type Options struct {
+	// Netns is a named network namespace (/var/run/netns/<name>, e.g. the
+	// lab's edge: `ip netns exec` works) to run etcd and the API server in,
+	// on its loopback at the fixed ports 2379, 2380 and 6443 (a K3s
+	// agent's kubeconfig points at its local load balancer on 127.0.0.1
+	// the same way); "" runs them on the host's loopback at free ports.
+	Netns string
+}
+
 // Lab is a running etcd and kube-apiserver.
 type Lab struct {
 	Dir    string // everything of the lab's lives here
@@ -68,6 +81,7 @@ type Lab struct {
 	CAFile string // the CA of the API server's serving certificate (PEM)
 
 	t       testing.TB
+	netns   string
 	etcd    *proc
 	api     *proc
 	apiArgs []string
@@ -87,6 +101,12 @@ type proc struct {
 // (BuildCommand), and fails it on any other problem.
 func Start(t testing.TB) *Lab {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *Lab {
+	t.Helper()
 	testsupport.RequireRoot(t, "a real etcd and kube-apiserver on loopback")
 	if _, err := exec.LookPath("etcd"); err != nil {
 		t.Skipf("etcd is not installed (apt-get install -y --no-install-recommends etcd-server, or make test-deps): %v", err)
@@ -99,10 +119,13 @@ func Start(t testing.TB) *Lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Lab{Dir: dir, t: t}
+	l := &Lab{Dir: dir, t: t, netns: o.Netns}
 	t.Cleanup(l.cleanup)
 
-	ports := freePorts(t, 3)
+	ports := []int{2379, 2380, 6443}
+	if o.Netns == "" {
+		ports = freePorts(t, 3)
+	}
 	start := time.Now()
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	l.etcd = l.start("etcd", "etcd", "--name", "kubelab", "--data-dir", filepath.Join(dir, "etcd"),
@@ -119,7 +142,9 @@ func Start(t testing.TB) *Lab {
 		"--cert-dir=" + filepath.Join(dir, "certs"),
 		"--tls-cert-file=" + filepath.Join(dir, "serving.crt"),
 		"--tls-private-key-file=" + filepath.Join(dir, "serving.key"),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		// No reconciler: the advertised address is only what the
+		// kubernetes Service would point at, and loopback is refused there.
+		"--bind-address=127.0.0.1", "--advertise-address=198.51.100.1", "--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(ports[2]),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--service-account-issuer=https://kubernetes.default.svc",
@@ -174,7 +199,7 @@ func (l *Lab) Get(path string) (int, string, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DialContext: l.DialContext}}
 	defer c.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, l.URL+path, nil)
 	if err != nil {
@@ -196,6 +221,50 @@ func (l *Lab) Get(path string) (int, string, error) {
 		}
 	}
 	return resp.StatusCode, b.String(), nil
+}
+
+// DialContext dials addr from the lab's namespace (the host's without
+// Options.Netns): the socket is made there, on a locked thread that is
+// switched back before it is unlocked.
+func (l *Lab) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	if l.netns == "" {
+		return d.DialContext(ctx, network, addr)
+	}
+	target, err := netns.GetFromName(l.netns)
+	if err != nil {
+		return nil, err
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer orig.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	conn, err := d.DialContext(ctx, network, addr)
+	if rerr := netns.Set(orig); rerr != nil {
+		// Never unlock a thread left in a foreign namespace: it dies with
+		// the goroutine instead.
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("switching back from %s: %w", l.netns, rerr)
+	}
+	runtime.UnlockOSThread()
+	return conn, err
+}
+
+// AdminConfig is a client-go config of the administrator, dialling from
+// the lab's namespace.
+func (l *Lab) AdminConfig() *rest.Config {
+	return &rest.Config{Host: l.URL, BearerToken: AdminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: l.CAFile}, Dial: l.DialContext}
 }
 
 // Kubeconfig writes a kubeconfig for token (the server, its CA, the token)
@@ -234,6 +303,10 @@ func (l *Lab) start(name, bin string, args ...string) *proc {
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		l.t.Fatal(err)
+	}
+	if l.netns != "" {
+		args = append([]string{"netns", "exec", l.netns, bin}, args...)
+		bin = "ip"
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
