@@ -30,7 +30,7 @@ type Note struct {
 // function: an incident when the condition turns False or its reason
 // changes, a recovery when it turns True again after being False (with how
 // long it was not), and an action for every check whose last action
-// changed. known is the last verdict that was not Unknown (nil: none yet),
+// changed (or that is new with one). known is the last verdict that was not Unknown (nil: none yet),
 // so a spell of Unknown between two verdicts (the agent restarting or
 // reloading) neither repeats an incident nor hides a recovery; an Unknown
 // verdict itself is no event. prev is nil in the first round: then no
@@ -58,7 +58,9 @@ func Notes(known *Verdict, v Verdict, prev, cur *Status, falseSince, now time.Ti
 		last[c.Kind+"/"+c.Target] = c.LastAction
 	}
 	for _, c := range cur.Checks {
-		if a, seen := last[c.Kind+"/"+c.Target]; c.LastAction != "" && seen && a != c.LastAction {
+		// A check new since the last round (an uplink a reload added) with
+		// an action already: that action is news too.
+		if c.LastAction != "" && last[c.Kind+"/"+c.Target] != c.LastAction {
 			out = append(out, Note{Type: Normal, Reason: ReasonRepair,
 				Message: fmt.Sprintf("edgeheal: %s %s: %s", c.Kind, c.Target, c.LastAction), Time: now})
 		}

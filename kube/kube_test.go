@@ -179,6 +179,10 @@ func TestNotes(t *testing.T) {
 	if got := reasons(rec); got != "Normal OverlayRecovered" || !strings.Contains(rec[0].Message, "was TunnelDark for 12.3s") {
 		t.Errorf("recovery: %q %+v", got, rec)
 	}
+	guarded := ready(acted.Checks[0], Check{Kind: kindUplink, Target: "wwan0", State: "ok", LastAction: "offload-off changed at 10:00:02"})
+	if got := reasons(Notes(&dark, dark, acted, guarded, t0, t0)); got != "Normal RepairAction" {
+		t.Errorf("an uplink a reload added, already acted on: %q", got)
+	}
 	unknown := Verdict{Status: Unknown, Reason: ReasonAgentStarting}
 	if got := reasons(Notes(&dark, unknown, acted, nil, t0, t0)); got != "" {
 		t.Errorf("the agent restarting while dark: %q, want nothing", got)

@@ -157,7 +157,10 @@ func (r *Reporter) Poll(ctx context.Context) {
 	if cur != nil {
 		r.prevSt = cur
 	}
-	if changed || WantTaint(r.o.Taint, v, r.darkSince, now, r.o.Grace) != TaintKeep {
+	// A taint is due when the grace runs out, with no change of verdict;
+	// a removal comes with one (True), and a failed write is retried by
+	// the writer's own backoff.
+	if changed || WantTaint(r.o.Taint, v, r.darkSince, now, r.o.Grace) == TaintAdd {
 		r.kick()
 	}
 }

@@ -87,6 +87,9 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// No reload: a changed kubernetes section applies at the next start.
+	// A SIGHUP meant for the agent (or sent to both) must not end it.
+	signal.Ignore(syscall.SIGHUP)
 	r := kube.New(kube.Options{
 		Client:    client,
 		Node:      node,
