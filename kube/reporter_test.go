@@ -89,6 +89,18 @@ func (f *fakeClient) PatchEvent(ctx context.Context, w Write) error {
 	return nil
 }
 
+func (f *fakeClient) count(call string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
 func (f *fakeClient) state() (Condition, bool, []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -144,6 +156,17 @@ func TestReporterThroughAnOutageOfTheAPIServer(t *testing.T) {
 		synctest.Wait()
 		if c, _, _ := api.state(); c.Status != True || c.Reason != ReasonHealthy {
 			t.Fatalf("healthy agent: condition %+v", c)
+		}
+
+		// A minute of nothing new: one heartbeat, not a write per poll.
+		first, _, _ := api.state()
+		before := api.count("patch-status")
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		beat, _, _ := api.state()
+		if n := api.count("patch-status") - before; n != 1 || !beat.LastHeartbeatTime.After(first.LastHeartbeatTime) || !beat.LastTransitionTime.Equal(first.LastTransitionTime) {
+			t.Errorf("a quiet minute: %d status patches, heartbeat %v -> %v, transition %v -> %v; want 1, moved, kept",
+				n, first.LastHeartbeatTime, beat.LastHeartbeatTime, first.LastTransitionTime, beat.LastTransitionTime)
 		}
 
 		ag.set(peer("down", "probe timeout"))
