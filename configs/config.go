@@ -21,15 +21,16 @@ const Version = 1
 // Config is the merged, decoded configuration. Its zero value is not useful:
 // use Load or Parse, which start from the embedded defaults.
 type Config struct {
-	Version   int        `yaml:"version"`
-	Node      Node       `yaml:"node"`
-	Interval  Duration   `yaml:"interval"`
-	DryRun    bool       `yaml:"dry_run"`
-	Uplinks   []Uplink   `yaml:"uplinks"`
-	Tunnels   []Tunnel   `yaml:"tunnels"`
-	Workloads []Workload `yaml:"workloads"`
-	Report    Report     `yaml:"report"`
-	Policy    Policy     `yaml:"policy"`
+	Version    int        `yaml:"version"`
+	Node       Node       `yaml:"node"`
+	Interval   Duration   `yaml:"interval"`
+	DryRun     bool       `yaml:"dry_run"`
+	Uplinks    []Uplink   `yaml:"uplinks"`
+	Tunnels    []Tunnel   `yaml:"tunnels"`
+	Workloads  []Workload `yaml:"workloads"`
+	Report     Report     `yaml:"report"`
+	Policy     Policy     `yaml:"policy"`
+	Kubernetes Kubernetes `yaml:"kubernetes"`
 
 	// Origins maps a key path (as in Validate's messages: "tunnels[0].probe.target")
 	// to where its value came from. It is filled by Load and Parse.

@@ -55,6 +55,7 @@ func TestParseDefaults(t *testing.T) {
 		},
 		Policy: Policy{Cooldown: Duration(30 * time.Second), MaxDisruptive: 3, Window: Duration(time.Hour), VerifyTimeout: Duration(15 * time.Second),
 			ResumeGrace: Duration(8 * time.Second)},
+		Kubernetes: Kubernetes{Grace: Duration(30 * time.Second), Heartbeat: Duration(time.Minute)},
 	}
 	got := *cfg
 	got.Origins, got.Files, got.Revision = nil, nil, ""
@@ -225,7 +226,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	dir := filepath.Dir(path)
 	want := []string{
 		filepath.Join(dir, "config.d/20-site.yaml") + `: interval: "soon" is not a duration: write it like 20s, 500ms or 1m30s`,
-		filepath.Join(dir, "config.d/20-site.yaml") + ": colour: unknown key (known here: version, node, interval, dry_run, uplinks, tunnels, workloads, report, policy)",
+		filepath.Join(dir, "config.d/20-site.yaml") + ": colour: unknown key (known here: version, node, interval, dry_run, uplinks, tunnels, workloads, report, policy, kubernetes)",
 		filepath.Join(dir, "config.d/30-tunnels.yaml") + ": tunnels[0].persistent_keepalive: 70000s is out of range (0..65535s)",
 	}
 	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {

@@ -101,6 +101,7 @@ func (v *validator) all() {
 	v.restartUnits(c)
 	v.report("report", c.Report)
 	v.policy("policy", c.Policy)
+	v.kubernetes("kubernetes", c.Kubernetes)
 }
 
 func (v *validator) uplink(p string, u Uplink) {

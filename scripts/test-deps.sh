@@ -10,12 +10,14 @@
 #   lintian rpm systemd systemd-container dbus  packaging and real-systemd tests
 #   prometheus           promtool: checks and unit-tests the fleet view's alert rules
 #   chromium             the fleet page's test in a real headless browser
+#   etcd-server          the storage of the real kube-apiserver of the Kubernetes lab test
+#                        (the API server itself: scripts/build-kube-apiserver.sh)
 #   make git             the build itself
 set -eu
 
 pkgs="wireguard-tools mosquitto mosquitto-clients ethtool nftables iproute2 util-linux
 containerd runc containernetworking-plugins
-lintian rpm systemd systemd-container dbus prometheus chromium make git"
+lintian rpm systemd systemd-container dbus prometheus chromium etcd-server make git"
 
 missing=""
 for p in $pkgs; do

@@ -137,6 +137,24 @@ func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 
 // TestImportsFlowOneWay: cmd → agent → (probes, netfix, configs); probes
 // and netfix never import each other, and none of the three imports agent.
+// TestTheKubernetesReporterLinksOnlyItsOwnCode: edgeheal-kube reads the
+// agent's JSON, not its code, which keeps it small.
+func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
+	var bad []string
+	for _, d := range goList(t, "-deps", "./cmd/edgeheal-kube") {
+		rel, mine := ours(d.ImportPath)
+		switch {
+		case d.ImportPath == "testing":
+			bad = append(bad, "testing (the standard library's test support)")
+		case mine && !under(rel, "kube") && rel != "configs" && rel != "cmd/edgeheal-kube":
+			bad = append(bad, rel+" (only kube and configs of ours)")
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("edgeheal-kube links what it must not:\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
 func TestImportsFlowOneWay(t *testing.T) {
 	rules := []struct {
 		pkg, must string
