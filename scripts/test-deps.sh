@@ -10,12 +10,14 @@
 #   lintian rpm systemd systemd-container dbus  packaging and real-systemd tests
 #   prometheus           promtool: checks and unit-tests the fleet view's alert rules
 #   chromium             the fleet page's test in a real headless browser
+#   qemu-user-static     qemu-aarch64-static: runs the arm64 build's tests and
+#                        the arm64 package's binary (make test-arm64, the package test)
 #   make git             the build itself
 set -eu
 
 pkgs="wireguard-tools mosquitto mosquitto-clients ethtool nftables iproute2 util-linux
 containerd runc containernetworking-plugins
-lintian rpm systemd systemd-container dbus prometheus chromium make git"
+lintian rpm systemd systemd-container dbus prometheus chromium qemu-user-static make git"
 
 missing=""
 for p in $pkgs; do
