@@ -224,9 +224,6 @@ func TestLabBlackholeDropsIPButPassesARP(t *testing.T) {
 }
 
 func TestLabStartsInSecondsAndLeavesNothingBehind(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a lab test: skipped with -short")
-	}
 	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	for _, broker := range []lab.BrokerKind{lab.BrokerEmbedded, lab.BrokerMosquitto} {
 		t.Run("with the "+string(broker)+" broker", func(t *testing.T) {

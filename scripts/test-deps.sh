@@ -12,12 +12,14 @@
 #   chromium             the fleet page's test in a real headless browser
 #   etcd-server          the storage of the real kube-apiserver of the Kubernetes lab test
 #                        (the API server itself: scripts/build-kube-apiserver.sh)
+#   qemu-user-static     qemu-aarch64-static: runs the arm64 build's tests and
+#                        the arm64 package's binary (make test-arm64, the package test)
 #   make git             the build itself
 set -eu
 
 pkgs="wireguard-tools mosquitto mosquitto-clients ethtool nftables iproute2 util-linux
 containerd runc containernetworking-plugins
-lintian rpm systemd systemd-container dbus prometheus chromium etcd-server make git"
+lintian rpm systemd systemd-container dbus prometheus chromium etcd-server qemu-user-static make git"
 
 missing=""
 for p in $pkgs; do

@@ -117,7 +117,7 @@ func startChild(t *testing.T, hc helperConfig) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPublisher$", "-test.count=1", "-test.v")
+	cmd := testsupport.Command(os.Args[0], "-test.run=^TestHelperPublisher$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -155,7 +154,7 @@ func TestHelperCompactionKeeper(t *testing.T) {
 	}
 	for _, s := range compactSteps {
 		state := filepath.Join(dir, s)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCompactionVictim$", "-test.count=1")
+		cmd := testsupport.Command(os.Args[0], "-test.run=^TestHelperCompactionVictim$", "-test.count=1")
 		cmd.Env = append(os.Environ(), killStepEnv+"="+s, "EDGEHEAL_TEST_STATE="+state)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

@@ -25,20 +25,12 @@ func buildEdgeheal(t *testing.T) string {
 	return bin
 }
 
-func skipUnlessLabRoot(t *testing.T, name string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("a lab test: skipped with -short")
-	}
-	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
-}
-
 // The whole demo with short faults: edgeheal turns offload off at start
 // and after a re-plug, detects a blackhole, keeps its hands off the tunnel
 // during a broker outage and delivers the queued events after it; and
 // nothing of the lab is left afterwards. About 50 s.
 func TestLabDemoShort(t *testing.T) {
-	skipUnlessLabRoot(t, "TestLabDemoShort")
+	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	bin := buildEdgeheal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()

@@ -22,9 +22,6 @@ import (
 // buildCLI builds edgeheal-lab into a temporary directory.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("a lab test: skipped with -short")
-	}
 	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	bin := filepath.Join(t.TempDir(), "edgeheal-lab")
 	gobin, err := exec.LookPath("go")

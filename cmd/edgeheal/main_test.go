@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 )
 
 func run(args ...string) (code int, stdout, stderr string) {
@@ -123,7 +125,7 @@ type daemon struct {
 
 func startDaemon(t *testing.T, bin string, args ...string) *daemon {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"run"}, args...)...)
+	cmd := testsupport.Command(bin, append([]string{"run"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/fleet"
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 )
 
@@ -71,9 +72,7 @@ func viewBinary(b testing.TB) string {
 		bin = filepath.Join("..", "..", "bin", "edgeheal-fleet")
 	}
 	abs, _ := filepath.Abs(bin)
-	if _, err := os.Stat(abs); err != nil {
-		b.Skipf("needs the built view %s: run `make build` (or `go build -o bin/edgeheal-fleet ./cmd/edgeheal-fleet`) first", abs)
-	}
+	testsupport.RequireBinaryFor(b, abs, "go build -o bin/edgeheal-fleet ./cmd/edgeheal-fleet")
 	return abs
 }
 
@@ -259,7 +258,7 @@ func startView(b testing.TB, bin, broker string) *view {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--config", cfg)
+	cmd := testsupport.Command(bin, "run", "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -96,7 +96,7 @@ type proc struct {
 func startNode(t *testing.T, n node) *proc {
 	t.Helper()
 	raw, _ := json.Marshal(n)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNode$", "-test.count=1", "-test.v")
+	cmd := testsupport.Command(os.Args[0], "-test.run=^TestHelperNode$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), nodeEnv+"="+string(raw))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -196,6 +196,33 @@ func TestImportsFlowOneWay(t *testing.T) {
 	}
 }
 
+// TestNoCodeOfOursLaysOutKernelStructs: no package of ours (tests and
+// test support included) imports unsafe, so every struct handed to the
+// kernel is declared by x/sys/unix (generated for each architecture) or
+// by a library whose layout docs/development.md, "Architectures",
+// vouches for: the arm64 build cannot differ from the amd64 one in a
+// layout of ours.
+func TestNoCodeOfOursLaysOutKernelStructs(t *testing.T) {
+	seen := map[string]bool{}
+	var bad []string
+	for _, p := range goList(t, "-test", "./...") {
+		rel, mine := ours(p.ImportPath)
+		rel, _, _ = strings.Cut(rel, " ") // "agent [agent.test]": agent with its tests
+		if !mine || seen[rel] {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp == "unsafe" {
+				seen[rel] = true
+				bad = append(bad, rel)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("import unsafe (lay out kernel structs through x/sys/unix or a library docs/development.md, \"Architectures\", names):\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
 // Sizes of production code: no function over 80 lines, no file over 500.
 const (
 	maxFuncLines = 80

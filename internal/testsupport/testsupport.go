@@ -1,5 +1,7 @@
 // Package testsupport is what tests across edgeheal share: the one gate
-// for tests that need root, and waiting for a condition within a bound.
+// for tests that need root, waiting for a condition within a bound, and
+// starting a binary of the test's own build (also under an emulator:
+// `make test-arm64`).
 //
 // Tests that need root (network namespaces, TUN, AF_PACKET, systemd as
 // PID 1, containerd) are named TestLab* and start with RequireRoot: with

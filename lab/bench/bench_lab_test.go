@@ -17,9 +17,6 @@ import (
 // measures, and edgeheal ends the outage that the other never does.
 // About 20 s.
 func TestLabBenchS1(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a lab test: skipped with -short")
-	}
 	testsupport.RequireRoot(t, "the lab: network namespaces, TUN, AF_PACKET")
 	bin := filepath.Join(t.TempDir(), "edgeheal")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeheal/edgeheal/cmd/edgeheal").CombinedOutput(); err != nil {

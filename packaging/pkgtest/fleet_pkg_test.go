@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -114,10 +113,8 @@ func TestFleetBinaryIsStaticAndLeanerThanTheAgent(t *testing.T) {
 			}
 		}
 		f.Close()
-		if arch == runtime.GOARCH {
-			if got := output(t, bin, "version"); got != "edgeheal-fleet "+version+"\n" {
-				t.Errorf("edgeheal-fleet version = %q, want the package version", got)
-			}
+		if got := packaged(t, arch, bin, "version"); got != "edgeheal-fleet "+version+"\n" {
+			t.Errorf("edgeheal-fleet %s version = %q, want the package version", arch, got)
 		}
 	}
 }

@@ -37,8 +37,8 @@ mount --bind "$T/etc-fleet" /etc/edgeheal-fleet
 // starts, reads a retained status from the broker and serves it on
 // /metrics.
 func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
-	built(t)
 	testsupport.RequireRoot(t, "systemd as PID 1 in its own namespaces")
+	built(t)
 	payload := extractDeb(t, fleetDebPath(runtime.GOARCH))
 	dir := t.TempDir()
 	for _, d := range []string{"etc-extra/edgeheal-fleet", "etc-fleet"} {

@@ -317,9 +317,45 @@ func TestPackagedBinaryIsStaticForItsArchitecture(t *testing.T) {
 					t.Errorf("has an ELF interpreter: want a static binary (CGO_ENABLED=0)")
 				}
 			}
-			if arch == runtime.GOARCH {
-				if got := output(t, bin, "version"); got != "edgeheal "+version+"\n" {
-					t.Errorf("edgeheal version = %q, want the package version", got)
+		})
+	}
+}
+
+// emulators run a binary of another architecture on this machine
+// (Debian's qemu-user-static, which scripts/test-deps.sh installs).
+var emulators = map[string]string{"amd64": "qemu-x86_64-static", "arm64": "qemu-aarch64-static"}
+
+// packaged runs bin, a packaged binary built for arch, with args: directly
+// on its own architecture, else under qemu-user, and returns its output.
+// So every architecture's binary is run once, not only inspected.
+func packaged(t *testing.T, arch, bin string, args ...string) string {
+	t.Helper()
+	if arch == runtime.GOARCH {
+		return output(t, bin, args...)
+	}
+	emu, err := exec.LookPath(emulators[arch])
+	if err != nil {
+		t.Fatalf("running the %s binary on %s needs %s: %v (install qemu-user-static: make test-deps)", arch, runtime.GOARCH, emulators[arch], err)
+	}
+	return output(t, emu, append([]string{bin}, args...)...)
+}
+
+// The binary of each architecture's .deb runs: it says the package's
+// version and finds the configuration it ships (the example and the main
+// config) valid.
+func TestPackagedBinaryRunsOnItsArchitecture(t *testing.T) {
+	built(t)
+	for _, arch := range arches {
+		t.Run(arch, func(t *testing.T) {
+			root := extractDeb(t, debPath(arch))
+			bin := filepath.Join(root, "usr", "bin", "edgeheal")
+			if got := packaged(t, arch, bin, "version"); got != "edgeheal "+version+"\n" {
+				t.Errorf("edgeheal version = %q, want the package version", got)
+			}
+			for _, cfg := range []string{"usr/share/doc/edgeheal/examples/edge-node.yaml", "etc/edgeheal/config.yaml"} {
+				path := filepath.Join(root, cfg)
+				if got := packaged(t, arch, bin, "config", "check", "--config", path); !strings.HasPrefix(got, path+": valid (") {
+					t.Errorf("edgeheal config check --config /%s = %q, want it valid", cfg, got)
 				}
 			}
 		})

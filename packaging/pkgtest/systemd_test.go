@@ -61,8 +61,8 @@ TimeoutAbortSec=2s
 // refused while the agent keeps running on its config, a valid one applied
 // without a restart.
 func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
-	built(t)
 	testsupport.RequireRoot(t, "systemd as PID 1 in its own namespaces")
+	built(t)
 	payload := extractDeb(t, debPath(runtime.GOARCH))
 	dir := t.TempDir()
 	for _, d := range []string{"etc-extra/edgeheal", "varlib-extra/edgeheal", "etc-edgeheal/config.d", "state"} {
