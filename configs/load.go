@@ -109,12 +109,12 @@ func Build(srcs ...Source) (*Config, error) {
 // callers that only validate (edgeheal render: the hash costs a sixth of a
 // Build, and thousands of Builds make a fleet).
 func build(withRevision bool, srcs ...Source) (*Config, error) {
-	files := map[*yaml.Node]string{}
+	files := make(map[*yaml.Node]string, layerNodesHint(srcs))
 	defaults, elemDefaults, err := embeddedDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
 	}
-	root := cloneTree(defaults, files)
+	root := cloneTree(defaults)
 	var problems []error
 	var names []string
 	for _, src := range srcs {
@@ -200,16 +200,121 @@ func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
 	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
 		return nil, nil // a file of comments only
 	}
-	budget := maxNodes
-	var problems []error
-	out := expand(top, src.Name, "", files, &budget, &problems)
-	if len(problems) > 0 {
-		return nil, errors.Join(problems...)
+	x := expander{file: src.Name, files: files, budget: maxNodes}
+	out := x.inPlace(top)
+	if len(x.problems) > 0 {
+		return nil, errors.Join(x.problems...)
 	}
 	if out.Kind != yaml.MappingNode {
 		return nil, Problem{File: src.Name, Reason: fmt.Sprintf("the top level must be a mapping of keys (version, node, uplinks, ...), not %s", kindName(out))}
 	}
 	return out, nil
+}
+
+// An expander resolves the aliases of one freshly parsed layer, checks it
+// for duplicate keys and records the file of each of its nodes. It works
+// on the parsed tree itself (inPlace), which nothing else holds, and
+// copies only what an alias points at (expand), so that a node is never
+// shared between two places of the merged tree. Key paths are built only
+// for a problem: copying every node and joining every path was a fifth of
+// a Build (edgeheal render, docs/performance.md).
+type expander struct {
+	file     string
+	files    map[*yaml.Node]string
+	budget   int
+	problems []error
+	path     []pathElem // where inPlace is, from the top
+}
+
+// pathElem is one step of a key path: a mapping key, or a list index.
+type pathElem struct {
+	key   string
+	index int // -1 for a key
+}
+
+// pathString is the key path of x.path, as joinKey and "[i]" write it.
+func (x *expander) pathString() string {
+	path := ""
+	for _, e := range x.path {
+		if e.index < 0 {
+			path = joinKey(path, e.key)
+		} else {
+			path = fmt.Sprintf("%s[%d]", path, e.index)
+		}
+	}
+	return path
+}
+
+// inPlace is expand without the copy, for nodes no alias can point at: a
+// node with an anchor (and everything under it) is copied by expand, so
+// that every use of it gets the original.
+func (x *expander) inPlace(n *yaml.Node) *yaml.Node {
+	if n.Anchor != "" || (n.Kind == yaml.AliasNode && n.Alias != nil) {
+		return expand(n, x.file, x.pathString(), x.files, &x.budget, &x.problems)
+	}
+	x.budget--
+	if x.budget < 0 {
+		if x.budget == -1 {
+			x.problems = append(x.problems, Problem{File: x.file, Reason: fmt.Sprintf("more than %d values (aliases expanded): refusing to load", maxNodes)})
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	}
+	x.files[n] = x.file
+	switch n.Kind {
+	case yaml.MappingNode:
+		var seen map[string]int // only for a large mapping: keyLine is quadratic
+		if len(n.Content) > 2*smallMapping {
+			seen = make(map[string]int, len(n.Content)/2)
+		}
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			x.path = append(x.path, pathElem{key: k.Value, index: -1})
+			var first int
+			var dup bool
+			if seen == nil {
+				first, dup = keyLine(kept, k.Value)
+			} else if first, dup = seen[k.Value]; !dup {
+				seen[k.Value] = k.Line
+			}
+			if dup {
+				x.problems = append(x.problems, Problem{File: x.file, Path: x.pathString(), Reason: fmt.Sprintf("duplicate key (line %d repeats line %d)", k.Line, first)})
+			} else {
+				if k.Kind != yaml.ScalarNode {
+					// As expand: a key is read as a string; a list or
+					// mapping as a key keeps none of its content.
+					k = &yaml.Node{Kind: k.Kind, Tag: k.Tag, Value: k.Value, Line: k.Line, Column: k.Column}
+				}
+				x.files[k] = x.file
+				kept = append(kept, k, x.inPlace(v))
+			}
+			x.path = x.path[:len(x.path)-1]
+		}
+		clear(n.Content[len(kept):])
+		n.Content = kept
+	case yaml.SequenceNode:
+		for i, e := range n.Content {
+			x.path = append(x.path, pathElem{index: i})
+			n.Content[i] = x.inPlace(e)
+			x.path = x.path[:len(x.path)-1]
+		}
+	}
+	return n
+}
+
+// smallMapping is how many keys a mapping may have for inPlace to look
+// for duplicates without a map.
+const smallMapping = 16
+
+// keyLine is the line of key among the keys of the key-value pairs kv, if
+// it is there. A linear search: a config's mappings have a few keys each.
+func keyLine(kv []*yaml.Node, key string) (int, bool) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].Value == key {
+			return kv[i].Line, true
+		}
+	}
+	return 0, false
 }
 
 // expand copies n with aliases resolved, checks for duplicate keys and
@@ -300,16 +405,29 @@ var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) 
 	}
 }()
 
+// layerNodesHint is about how many nodes the sources' trees hold (a
+// rendered node file: one per 14 bytes), so that build's files map is
+// made once at its size rather than grown through every power of two: the
+// growing was 8 % of edgeheal render (docs/performance.md). The defaults'
+// nodes are not in the map at all (walker.file).
+func layerNodesHint(srcs []Source) int {
+	n := 0
+	for _, s := range srcs {
+		n += len(s.Data) / 14
+	}
+	return n
+}
+
 // cloneTree copies the parsed defaults exactly (lines included, so origins
-// read as they did when the defaults were parsed for each Build), marking
-// each node as coming from the defaults.
-func cloneTree(n *yaml.Node, files map[*yaml.Node]string) *yaml.Node {
+// read as they did when the defaults were parsed for each Build). Its
+// nodes are not put in files: a node missing there is from the defaults
+// (walker.file).
+func cloneTree(n *yaml.Node) *yaml.Node {
 	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
-	files[c] = DefaultsName
 	if len(n.Content) > 0 {
 		c.Content = make([]*yaml.Node, len(n.Content))
 		for i, e := range n.Content {
-			c.Content[i] = cloneTree(e, files)
+			c.Content[i] = cloneTree(e)
 		}
 	}
 	return c
@@ -329,22 +447,26 @@ func applyElementDefaults(root, defs *yaml.Node, files map[*yaml.Node]string) {
 			if elem.Kind != yaml.MappingNode {
 				continue
 			}
-			base := copyTree(def, files, elem.Line)
+			base := copyTree(def)
 			mergeMaps(base, elem)
-			files[base] = files[elem]
+			if f, ok := files[elem]; ok { // else elem is from the defaults, and so is base
+				files[base] = f
+			}
 			base.Line = elem.Line
 			seq.Content[e] = base
 		}
 	}
 }
 
-// copyTree copies a defaults tree, marking each node as coming from the
-// defaults; line is kept as 0 so origins show no line for defaults.
-func copyTree(n *yaml.Node, files map[*yaml.Node]string, _ int) *yaml.Node {
+// copyTree copies a defaults tree with line 0, so origins show no line for
+// defaults; like cloneTree it leaves its nodes out of files.
+func copyTree(n *yaml.Node) *yaml.Node {
 	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value}
-	files[c] = DefaultsName
-	for _, e := range n.Content {
-		c.Content = append(c.Content, copyTree(e, files, 0))
+	if len(n.Content) > 0 {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, e := range n.Content {
+			c.Content[i] = copyTree(e)
+		}
 	}
 	return c
 }
