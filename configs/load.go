@@ -102,13 +102,44 @@ func Parse(name string, data []byte) (*Config, error) {
 // the decoded, validated config. It never returns a config together with an
 // error, and never a config that fails Validate.
 func Build(srcs ...Source) (*Config, error) {
-	return build(true, srcs...)
+	return build(buildFull, srcs...)
 }
 
-// build is Build; withRevision false leaves Config.Revision empty, for
-// callers that only validate (edgeheal render: the hash costs a sixth of a
-// Build, and thousands of Builds make a fleet).
-func build(withRevision bool, srcs ...Source) (*Config, error) {
+// A buildMode says what build computes beyond the verdict and the values.
+type buildMode int
+
+const (
+	// buildFull is Build: origins (config show --origin, and the file
+	// named in each problem) and the revision.
+	buildFull buildMode = iota
+	// buildCheck records no origins and no key paths and hashes no
+	// revision: the config's values and whether it is valid, for a caller
+	// that only validates (edgeheal render). Its problems name no file or
+	// key: validate builds again with buildNoRevision for them.
+	buildCheck
+	// buildNoRevision is buildFull without the revision, which costs a
+	// sixth of a Build and which render never shows.
+	buildNoRevision
+)
+
+// validate is build for a caller that needs the verdict and the values,
+// not the origins: the quick build (buildCheck) first, and, only for a
+// config that fails, the full one for problems that name file and key.
+// Both give the same verdict: origins and paths only say where a problem
+// is, never whether there is one.
+func validate(srcs ...Source) (*Config, error) {
+	cfg, err := build(buildCheck, srcs...)
+	if err == nil {
+		return cfg, nil
+	}
+	if _, full := build(buildNoRevision, srcs...); full != nil {
+		return nil, full
+	}
+	return nil, err // not reached while both builds agree
+}
+
+// build is Build, computing what mode says.
+func build(mode buildMode, srcs ...Source) (*Config, error) {
 	files := make(map[*yaml.Node]string, layerNodesHint(srcs))
 	defaults, elemDefaults, err := embeddedDefaults()
 	if err != nil {
@@ -132,7 +163,10 @@ func build(withRevision bool, srcs ...Source) (*Config, error) {
 		return nil, errors.Join(problems...)
 	}
 	applyElementDefaults(root, elemDefaults, files)
-	w := walker{files: files, origins: Origins{}}
+	w := walker{files: files}
+	if mode != buildCheck {
+		w.origins = Origins{}
+	}
 	w.check(root, reflect.TypeOf(Config{}), "")
 	cfg := &Config{}
 	// With schema problems Decode skips the bad values (type errors do not
@@ -146,10 +180,12 @@ func build(withRevision bool, srcs ...Source) (*Config, error) {
 	if cfg.Node.Name == "" {
 		if h, err := hostname(); err == nil {
 			cfg.Node.Name = h
-			cfg.Origins["node.name"] = Origin{File: HostnameName}
+			if cfg.Origins != nil {
+				cfg.Origins["node.name"] = Origin{File: HostnameName}
+			}
 		}
 	}
-	if withRevision {
+	if mode == buildFull {
 		cfg.Revision = revision(cfg)
 	}
 	problems = w.problems

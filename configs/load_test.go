@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -404,7 +405,8 @@ var cmpValuesOnly = cmp.FilterPath(func(p cmp.Path) bool {
 }, cmp.Ignore())
 
 // FuzzParse checks that Parse never panics and never returns a config that
-// fails Validate.
+// fails Validate, and that validate (edgeheal render's quick build) agrees
+// with it: the same values, or the same problems.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"", "version: 1\n", "colour: blue\n", "interval: 1s\ninterval: 2s\n", bomb(),
@@ -419,11 +421,18 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
+		quick, qerr := validate(Source{Name: "fuzz.yaml", Data: data})
+		if fmt.Sprint(err) != fmt.Sprint(qerr) {
+			t.Fatalf("Parse: %v\nvalidate: %v", err, qerr)
+		}
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("Parse returned a config with error %v", err)
 			}
 			return
+		}
+		if diff := cmp.Diff(cfg, quick, cmpValuesOnly, cmpopts.IgnoreFields(Config{}, "Revision")); diff != "" {
+			t.Fatalf("validate's config differs from Parse's (-Parse +validate):\n%s", diff)
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("Parse returned a config that fails Validate: %v", err)

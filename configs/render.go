@@ -366,7 +366,7 @@ func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file strin
 	if bytes.Contains(buf.Bytes(), []byte("<no value>")) {
 		return nil, errors.New("rendering: a variable is null (renders as <no value>): give it a value")
 	}
-	cfg, err := build(false, Source{Name: file, Data: buf.Bytes()})
+	cfg, err := validate(Source{Name: file, Data: buf.Bytes()})
 	if err != nil {
 		return nil, fmt.Errorf("invalid:\n%w", err)
 	}
