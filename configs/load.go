@@ -1,19 +1,16 @@
 package configs
 
 import (
-	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -102,19 +99,50 @@ func Parse(name string, data []byte) (*Config, error) {
 // the decoded, validated config. It never returns a config together with an
 // error, and never a config that fails Validate.
 func Build(srcs ...Source) (*Config, error) {
-	return build(true, srcs...)
+	return build(buildFull, srcs...)
 }
 
-// build is Build; withRevision false leaves Config.Revision empty, for
-// callers that only validate (edgeheal render: the hash costs a sixth of a
-// Build, and thousands of Builds make a fleet).
-func build(withRevision bool, srcs ...Source) (*Config, error) {
-	files := map[*yaml.Node]string{}
+// A buildMode says what build computes beyond the verdict and the values.
+type buildMode int
+
+const (
+	// buildFull is Build: origins (config show --origin, and the file
+	// named in each problem) and the revision.
+	buildFull buildMode = iota
+	// buildCheck records no origins and no key paths and hashes no
+	// revision: the config's values and whether it is valid, for a caller
+	// that only validates (edgeheal render). Its problems name no file or
+	// key: validate builds again with buildNoRevision for them.
+	buildCheck
+	// buildNoRevision is buildFull without the revision, which costs a
+	// sixth of a Build and which render never shows.
+	buildNoRevision
+)
+
+// validate is build for a caller that needs the verdict and the values,
+// not the origins: the quick build (buildCheck) first, and, only for a
+// config that fails, the full one for problems that name file and key.
+// Both give the same verdict: origins and paths only say where a problem
+// is, never whether there is one.
+func validate(srcs ...Source) (*Config, error) {
+	cfg, err := build(buildCheck, srcs...)
+	if err == nil {
+		return cfg, nil
+	}
+	if _, full := build(buildNoRevision, srcs...); full != nil {
+		return nil, full
+	}
+	return nil, err // not reached while both builds agree
+}
+
+// build is Build, computing what mode says.
+func build(mode buildMode, srcs ...Source) (*Config, error) {
+	files := make(map[*yaml.Node]string, layerNodesHint(srcs))
 	defaults, elemDefaults, err := embeddedDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
 	}
-	root := cloneTree(defaults, files)
+	root := cloneTree(defaults)
 	var problems []error
 	var names []string
 	for _, src := range srcs {
@@ -132,7 +160,10 @@ func build(withRevision bool, srcs ...Source) (*Config, error) {
 		return nil, errors.Join(problems...)
 	}
 	applyElementDefaults(root, elemDefaults, files)
-	w := walker{files: files, origins: Origins{}}
+	w := walker{files: files}
+	if mode != buildCheck {
+		w.origins = Origins{}
+	}
 	w.check(root, reflect.TypeOf(Config{}), "")
 	cfg := &Config{}
 	// With schema problems Decode skips the bad values (type errors do not
@@ -146,10 +177,12 @@ func build(withRevision bool, srcs ...Source) (*Config, error) {
 	if cfg.Node.Name == "" {
 		if h, err := hostname(); err == nil {
 			cfg.Node.Name = h
-			cfg.Origins["node.name"] = Origin{File: HostnameName}
+			if cfg.Origins != nil {
+				cfg.Origins["node.name"] = Origin{File: HostnameName}
+			}
 		}
 	}
-	if withRevision {
+	if mode == buildFull {
 		cfg.Revision = revision(cfg)
 	}
 	problems = w.problems
@@ -175,81 +208,6 @@ func revision(c *Config) string {
 	}
 	sum := sha256.Sum256(out)
 	return hex.EncodeToString(sum[:6])
-}
-
-// parseLayer parses one source into a mapping node (nil for an empty file),
-// with aliases expanded, recording each node's file. Duplicate keys are
-// problems.
-func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		return nil, Problem{File: src.Name, Reason: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, Problem{File: src.Name, Reason: "more than one YAML document; put each layer in its own file"}
-	}
-	if len(doc.Content) == 0 {
-		return nil, nil
-	}
-	top := doc.Content[0]
-	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
-		return nil, nil // a file of comments only
-	}
-	budget := maxNodes
-	var problems []error
-	out := expand(top, src.Name, "", files, &budget, &problems)
-	if len(problems) > 0 {
-		return nil, errors.Join(problems...)
-	}
-	if out.Kind != yaml.MappingNode {
-		return nil, Problem{File: src.Name, Reason: fmt.Sprintf("the top level must be a mapping of keys (version, node, uplinks, ...), not %s", kindName(out))}
-	}
-	return out, nil
-}
-
-// expand copies n with aliases resolved, checks for duplicate keys and
-// records the file of every node of the copy.
-func expand(n *yaml.Node, file, path string, files map[*yaml.Node]string, budget *int, problems *[]error) *yaml.Node {
-	*budget--
-	if *budget < 0 {
-		if *budget == -1 {
-			*problems = append(*problems, Problem{File: file, Reason: fmt.Sprintf("more than %d values (aliases expanded): refusing to load", maxNodes)})
-		}
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-	}
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		c := expand(n.Alias, file, path, files, budget, problems)
-		c.Line = n.Line // report where the alias was used
-		return c
-	}
-	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
-	files[c] = file
-	switch n.Kind {
-	case yaml.MappingNode:
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			kp := joinKey(path, k.Value)
-			if first, dup := seen[k.Value]; dup {
-				*problems = append(*problems, Problem{File: file, Path: kp, Reason: fmt.Sprintf("duplicate key (line %d repeats line %d)", k.Line, first)})
-				continue
-			}
-			seen[k.Value] = k.Line
-			kc := &yaml.Node{Kind: k.Kind, Tag: k.Tag, Value: k.Value, Line: k.Line, Column: k.Column}
-			files[kc] = file
-			c.Content = append(c.Content, kc, expand(n.Content[i+1], file, kp, files, budget, problems))
-		}
-	case yaml.SequenceNode:
-		for i, e := range n.Content {
-			c.Content = append(c.Content, expand(e, file, fmt.Sprintf("%s[%d]", path, i), files, budget, problems))
-		}
-	}
-	return c
 }
 
 // mergeMaps merges src into dst: a key present in both merges when both values
@@ -300,16 +258,29 @@ var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) 
 	}
 }()
 
+// layerNodesHint is about how many nodes the sources' trees hold (a
+// rendered node file: one per 14 bytes), so that build's files map is
+// made once at its size rather than grown through every power of two: the
+// growing was 8 % of edgeheal render (docs/performance.md). The defaults'
+// nodes are not in the map at all (walker.file).
+func layerNodesHint(srcs []Source) int {
+	n := 0
+	for _, s := range srcs {
+		n += len(s.Data) / 14
+	}
+	return n
+}
+
 // cloneTree copies the parsed defaults exactly (lines included, so origins
-// read as they did when the defaults were parsed for each Build), marking
-// each node as coming from the defaults.
-func cloneTree(n *yaml.Node, files map[*yaml.Node]string) *yaml.Node {
+// read as they did when the defaults were parsed for each Build). Its
+// nodes are not put in files: a node missing there is from the defaults
+// (walker.file).
+func cloneTree(n *yaml.Node) *yaml.Node {
 	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
-	files[c] = DefaultsName
 	if len(n.Content) > 0 {
 		c.Content = make([]*yaml.Node, len(n.Content))
 		for i, e := range n.Content {
-			c.Content[i] = cloneTree(e, files)
+			c.Content[i] = cloneTree(e)
 		}
 	}
 	return c
@@ -329,22 +300,26 @@ func applyElementDefaults(root, defs *yaml.Node, files map[*yaml.Node]string) {
 			if elem.Kind != yaml.MappingNode {
 				continue
 			}
-			base := copyTree(def, files, elem.Line)
+			base := copyTree(def)
 			mergeMaps(base, elem)
-			files[base] = files[elem]
+			if f, ok := files[elem]; ok { // else elem is from the defaults, and so is base
+				files[base] = f
+			}
 			base.Line = elem.Line
 			seq.Content[e] = base
 		}
 	}
 }
 
-// copyTree copies a defaults tree, marking each node as coming from the
-// defaults; line is kept as 0 so origins show no line for defaults.
-func copyTree(n *yaml.Node, files map[*yaml.Node]string, _ int) *yaml.Node {
+// copyTree copies a defaults tree with line 0, so origins show no line for
+// defaults; like cloneTree it leaves its nodes out of files.
+func copyTree(n *yaml.Node) *yaml.Node {
 	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value}
-	files[c] = DefaultsName
-	for _, e := range n.Content {
-		c.Content = append(c.Content, copyTree(e, files, 0))
+	if len(n.Content) > 0 {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, e := range n.Content {
+			c.Content[i] = copyTree(e)
+		}
 	}
 	return c
 }

@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.yaml.in/yaml/v3"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -101,6 +104,8 @@ func TestParseProblems(t *testing.T) {
 			[]string{"f.yaml: colour: unknown key (known here: version, node,"}},
 		{"an unknown nested key names its full path", "tunnels:\n  - interface: wg0\n    probe: {targte: x}\n",
 			[]string{"f.yaml: tunnels[0].probe.targte: unknown key"}},
+		{"an empty key is an unknown key, not a field without a yaml tag", "\"\": 1\n",
+			[]string{"f.yaml: unknown key (known here: version, node,"}},
 		{"a duplicate key is refused with both lines", "interval: 1s\ninterval: 2s\n",
 			[]string{"f.yaml: interval: duplicate key (line 2 repeats line 1)"}},
 		{"a bad duration says how to write one", "interval: fast\n",
@@ -401,7 +406,8 @@ var cmpValuesOnly = cmp.FilterPath(func(p cmp.Path) bool {
 }, cmp.Ignore())
 
 // FuzzParse checks that Parse never panics and never returns a config that
-// fails Validate.
+// fails Validate, and that validate (edgeheal render's quick build) agrees
+// with it: the same values, or the same problems.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"", "version: 1\n", "colour: blue\n", "interval: 1s\ninterval: 2s\n", bomb(),
@@ -416,11 +422,18 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
+		quick, qerr := validate(Source{Name: "fuzz.yaml", Data: data})
+		if fmt.Sprint(err) != fmt.Sprint(qerr) {
+			t.Fatalf("Parse: %v\nvalidate: %v", err, qerr)
+		}
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("Parse returned a config with error %v", err)
 			}
 			return
+		}
+		if diff := cmp.Diff(cfg, quick, cmpValuesOnly, cmpopts.IgnoreFields(Config{}, "Revision")); diff != "" {
+			t.Fatalf("validate's config differs from Parse's (-Parse +validate):\n%s", diff)
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("Parse returned a config that fails Validate: %v", err)
@@ -448,4 +461,63 @@ func TestARestartUnitThatOwnsTheUplinkIsFineWithoutTheRung(t *testing.T) {
 	if err != nil {
 		t.Errorf("Parse: %v", err)
 	}
+}
+
+// FuzzExpandInPlaceMatchesTheCopy holds parseLayer's in-place expansion
+// (an optimisation for edgeheal render) to the copying expand it stands
+// for: the same tree (kinds, tags, values, styles of values, lines), the
+// same file recorded for every node and the same problems.
+func FuzzExpandInPlaceMatchesTheCopy(f *testing.F) {
+	for _, seed := range []string{
+		"version: 1\n", "a: 1\na: 2\nb: {c: 1, c: 2}\n", "a: &x {b: 1, b: 2}\nc: *x\nd: [*x, *x]\n",
+		"l: [a, {k: 1, k: 2}, [x, y]]\n", bomb(), "a: &s 1\nb: *s\n", "? [a]\n: 1\n",
+		"m: {k0: 0, k1: 1, k2: 2, k3: 3, k4: 4, k5: 5, k6: 6, k7: 7, k8: 8, k9: 9, k10: 10, k11: 11, k12: 12, k13: 13, k14: 14, k15: 15, k16: 16, k3: 33}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var doc yaml.Node
+		if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+			return
+		}
+		var again yaml.Node // a second tree: inPlace changes the one it is given
+		if err := yaml.Unmarshal(data, &again); err != nil {
+			t.Fatal(err)
+		}
+		copyFiles, inPlaceFiles := map[*yaml.Node]string{}, map[*yaml.Node]string{}
+		budget := maxNodes
+		var copyProblems []error
+		want := expand(doc.Content[0], "f.yaml", "", copyFiles, &budget, &copyProblems)
+		x := expander{file: "f.yaml", files: inPlaceFiles, budget: maxNodes}
+		got := x.inPlace(again.Content[0])
+		if diff := cmp.Diff(fmt.Sprint(copyProblems), fmt.Sprint(x.problems)); diff != "" {
+			t.Fatalf("problems (-copy +inPlace):\n%s", diff)
+		}
+		if len(copyProblems) > 0 {
+			return // the layer is refused either way
+		}
+		if diff := cmp.Diff(treeString(want, copyFiles), treeString(got, inPlaceFiles)); diff != "" {
+			t.Fatalf("trees (-copy +inPlace):\n%s", diff)
+		}
+	})
+}
+
+// treeString writes what build reads of a tree, one node a line. The
+// style of a key is left out: the copy drops it, and a key is only ever
+// read as a string.
+func treeString(n *yaml.Node, files map[*yaml.Node]string) string {
+	var b strings.Builder
+	var walk func(n *yaml.Node, depth int, key bool)
+	walk = func(n *yaml.Node, depth int, key bool) {
+		style := n.Style
+		if key {
+			style = 0
+		}
+		fmt.Fprintf(&b, "%*s%d %s %q line %d style %d file %q\n", 2*depth, "", n.Kind, n.Tag, n.Value, n.Line, style, files[n])
+		for i, c := range n.Content {
+			walk(c, depth+1, n.Kind == yaml.MappingNode && i%2 == 0)
+		}
+	}
+	walk(n, 0, false)
+	return b.String()
 }

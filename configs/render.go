@@ -316,17 +316,25 @@ func (f *Fleet) Render(inv *Inventory) ([]Rendered, error) {
 func (f *Fleet) renderAll(fleetVars map[string]any, nodes []InventoryNode) ([][]byte, []error) {
 	data := make([][]byte, len(nodes))
 	errs := make([]error, len(nodes))
+	forEach(len(nodes), runtime.GOMAXPROCS(0), func(i int) {
+		data[i], errs[i] = f.renderNode(fleetVars, nodes[i], nodes[i].Name+".yaml")
+	})
+	return data, errs
+}
+
+// forEach calls do(i) for every i in [0, n) on at most workers goroutines
+// and returns when every call has.
+func forEach(n, workers int, do func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(nodes)) {
+	for range min(workers, n) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(nodes); i = int(next.Add(1) - 1) {
-				data[i], errs[i] = f.renderNode(fleetVars, nodes[i], nodes[i].Name+".yaml")
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				do(i)
 			}
 		})
 	}
 	wg.Wait()
-	return data, errs
 }
 
 func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file string) ([]byte, error) {
@@ -366,7 +374,7 @@ func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file strin
 	if bytes.Contains(buf.Bytes(), []byte("<no value>")) {
 		return nil, errors.New("rendering: a variable is null (renders as <no value>): give it a value")
 	}
-	cfg, err := build(false, Source{Name: file, Data: buf.Bytes()})
+	cfg, err := validate(Source{Name: file, Data: buf.Bytes()})
 	if err != nil {
 		return nil, fmt.Errorf("invalid:\n%w", err)
 	}
@@ -405,62 +413,6 @@ func RenderFleet(dir, inventory string) ([]Rendered, error) {
 		return nil, err
 	}
 	return f.Render(inv)
-}
-
-// WriteRendered writes each file into dir (created if missing), each
-// atomically with mode 0644. It writes only the files given: render into an
-// empty directory to ship exactly one inventory's files. Files are written
-// by a few goroutines at once: creating a file is a wait on the file
-// system, not on a core. On failure it returns the error of the first
-// failing file in the order given; files already written stay.
-func WriteRendered(dir string, files []Rendered) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating output directory: %w", err)
-	}
-	errs := make([]error, len(files))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(writers, len(files)) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
-				errs[i] = writeRendered(dir, files[i])
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writers is how many files WriteRendered writes at once.
-const writers = 8
-
-// writeRendered writes one file atomically: a temporary file, then a rename.
-func writeRendered(dir string, r Rendered) error {
-	path := filepath.Join(dir, r.File)
-	tmp, err := os.CreateTemp(dir, "."+r.File+".*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	_, werr := tmp.Write(r.Data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
 }
 
 // IsReadError reports whether err means an input could not be read at all

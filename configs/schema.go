@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -21,10 +22,30 @@ var (
 // walker checks a merged tree against the schema before decoding, so that
 // every problem is reported at once with its file and key path, and records
 // the origin of every value.
+//
+// A walker without origins (build's buildCheck) only finds whether there
+// are problems: it records nothing and builds no key paths, which were a
+// tenth of a Build; its problems name no key.
 type walker struct {
 	files    map[*yaml.Node]string
 	origins  Origins
 	problems []error
+}
+
+// join is joinKey(path, key), or nothing when w records no origins.
+func (w *walker) join(path, key string) string {
+	if w.origins == nil {
+		return ""
+	}
+	return joinKey(path, key)
+}
+
+// index is path[i], or nothing when w records no origins.
+func (w *walker) index(path string, i int) string {
+	if w.origins == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s[%d]", path, i)
 }
 
 // reported says whether the schema walk already reported path or an
@@ -43,6 +64,8 @@ func (w *walker) problem(n *yaml.Node, path, format string, args ...any) {
 	w.problems = append(w.problems, Problem{File: w.file(n), Path: path, Reason: fmt.Sprintf(format, args...)})
 }
 
+// file is where n was written: a node build did not record is a copy of
+// the defaults.
 func (w *walker) file(n *yaml.Node) string {
 	if f, ok := w.files[n]; ok {
 		return f
@@ -51,7 +74,7 @@ func (w *walker) file(n *yaml.Node) string {
 }
 
 func (w *walker) record(n *yaml.Node, line int, path string) {
-	if path == "" {
+	if path == "" || w.origins == nil {
 		return
 	}
 	o := Origin{File: w.file(n), Line: line}
@@ -107,7 +130,7 @@ func (w *walker) checkPeers(n *yaml.Node, path string) {
 	case n.Kind == yaml.SequenceNode:
 		for i, e := range n.Content {
 			if e.Kind != yaml.ScalarNode {
-				w.problem(e, fmt.Sprintf("%s[%d]", path, i), "expected a base64 public key, got %s", kindName(e))
+				w.problem(e, w.index(path, i), "expected a base64 public key, got %s", kindName(e))
 			}
 		}
 	default:
@@ -124,14 +147,14 @@ func (w *walker) checkStruct(n *yaml.Node, t reflect.Type, path string, null boo
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		kp := joinKey(path, k.Value)
-		f, ok := fieldByTag(t, k.Value)
+		kp := w.join(path, k.Value)
+		ft, ok := fieldByTag(t, k.Value)
 		if !ok {
 			w.problem(k, kp, "unknown key (known here: %s)", strings.Join(yamlKeys(t), ", "))
 			continue
 		}
 		w.record(v, k.Line, kp)
-		w.check(v, f.Type, kp)
+		w.check(v, ft, kp)
 	}
 }
 
@@ -143,7 +166,7 @@ func (w *walker) checkList(n *yaml.Node, t reflect.Type, path string, null bool)
 		return
 	}
 	for i, e := range n.Content {
-		ep := fmt.Sprintf("%s[%d]", path, i)
+		ep := w.index(path, i)
 		w.record(e, e.Line, ep)
 		w.check(e, t.Elem(), ep)
 	}
@@ -158,7 +181,7 @@ func (w *walker) checkMap(n *yaml.Node, t reflect.Type, path string, null bool) 
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		kp := joinKey(path, k.Value)
+		kp := w.join(path, k.Value)
 		if k.Value == "" {
 			w.problem(k, kp, "empty key")
 		}
@@ -167,14 +190,36 @@ func (w *walker) checkMap(n *yaml.Node, t reflect.Type, path string, null bool) 
 	}
 }
 
-func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+// fieldByTag is the type of t's field whose yaml tag is key. The schema
+// walk asks it for every key of every file, and edgeheal render walks
+// thousands of files: each struct type's keys are read from its tags once
+// (structKeys) rather than by scanning its fields and parsing their tags
+// at every key (7 % of a render, docs/performance.md).
+func fieldByTag(t reflect.Type, key string) (reflect.Type, bool) {
+	ft, ok := structKeys(t)[key]
+	return ft, ok
+}
+
+// structKeysCache caches structKeys: reflect.Type to map[string]reflect.Type.
+// The schema's struct types are few and fixed, so it never grows past them.
+var structKeysCache sync.Map
+
+// structKeys maps each yaml key of struct type t to its field's type.
+func structKeys(t reflect.Type) map[string]reflect.Type {
+	if m, ok := structKeysCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if tagName(f) == key {
-			return f, true
+		if name := tagName(f); name != "" {
+			if _, dup := m[name]; !dup { // the first field with a tag wins, as the scan did
+				m[name] = f.Type
+			}
 		}
 	}
-	return reflect.StructField{}, false
+	structKeysCache.Store(t, m)
+	return m
 }
 
 func tagName(f reflect.StructField) string {

@@ -9,7 +9,8 @@ import (
 )
 
 // cmdRender renders fleet templates into one plain config per node. Exit 0
-// when every node rendered and validated (files written), 1 when any node
+// when every node rendered and validated (files written or already there
+// with the same bytes), 1 when any node
 // failed (every failure listed, nothing written), 2 on a usage error or an
 // input that could not be read.
 func cmdRender(args []string, stdout, stderr io.Writer) error {
@@ -17,11 +18,12 @@ func cmdRender(args []string, stdout, stderr io.Writer) error {
 		"Render fleet templates into one plain, validated config per node: DIR/<node>.yaml.\n"+
 			"Strict: a variable no layer sets fails its node. Every node is validated as\n"+
 			"'edgeheal config check' would; if any node fails, all failures are listed and\n"+
-			"nothing is written. Same input, same bytes. Ship each file to its node as\n"+
-			"/etc/edgeheal/config.d/50-fleet.yaml.", stderr)
+			"nothing is written. Same input, same bytes. A file DIR already holds with the\n"+
+			"same bytes is left alone (reported unchanged); the others are replaced\n"+
+			"atomically. Ship each file to its node as /etc/edgeheal/config.d/50-fleet.yaml.", stderr)
 	templates := fs.String("templates", "", "fleet templates directory (base.yaml.tmpl, classes/, sites/)")
 	inventory := fs.String("inventory", "", "inventory file: the nodes with their site, class and vars")
-	out := fs.String("out", "", "output directory, created if missing; render into an empty one")
+	out := fs.String("out", "", "output directory, created if missing; files of nodes not in the inventory are left as they are")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -41,12 +43,18 @@ func cmdRender(args []string, stdout, stderr io.Writer) error {
 		}
 		return fail(exitProblem, err)
 	}
-	if err := configs.WriteRendered(*out, files); err != nil {
+	written, err := configs.WriteRendered(*out, files)
+	if err != nil {
 		return fail(exitCantRun, err)
 	}
-	for _, f := range files {
-		fmt.Fprintf(stdout, "%s: %s valid\n", f.Node, f.File)
+	changed := 0
+	for i, f := range files {
+		what := "unchanged"
+		if written[i] {
+			what, changed = "written", changed+1
+		}
+		fmt.Fprintf(stdout, "%s: %s valid, %s\n", f.Node, f.File, what)
 	}
-	fmt.Fprintf(stdout, "rendered %d node(s) into %s\n", len(files), *out)
+	fmt.Fprintf(stdout, "rendered %d node(s) into %s: %d written, %d unchanged\n", len(files), *out, changed, len(files)-changed)
 	return nil
 }

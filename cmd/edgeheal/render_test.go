@@ -38,6 +38,49 @@ func TestRenderWritesOneValidFilePerNode(t *testing.T) {
 	}
 }
 
+// Rendering again into the same directory writes only the nodes whose
+// file changed, and says so for each node and in the summary.
+func TestRenderAgainWritesOnlyTheNodesThatChanged(t *testing.T) {
+	dir := t.TempDir()
+	example, err := os.ReadFile(filepath.Join(fleetDir, "inventory.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := filepath.Join(dir, "inventory.yaml")
+	writeFile(t, inv, string(example))
+	out := filepath.Join(dir, "out")
+	render := func() string {
+		t.Helper()
+		code, stdout, stderr := run("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
+		if code != exitOK {
+			t.Fatalf("exit code = %d, want 0; stderr:\n%s", code, stderr)
+		}
+		return stdout
+	}
+	if got := render(); !strings.Contains(got, "rendered 5 node(s) into "+out+": 5 written, 0 unchanged\n") {
+		t.Errorf("first render, stdout:\n%s", got)
+	}
+	if got := render(); !strings.Contains(got, ": 0 written, 5 unchanged\n") || !strings.Contains(got, "plant9-gw-01: plant9-gw-01.yaml valid, unchanged\n") {
+		t.Errorf("the same render again, stdout:\n%s", got)
+	}
+	changed := strings.Replace(string(example), "  - name: plant9-gw-01\n    site: plant-9\n    class: gw-fiber\n",
+		"  - name: plant9-gw-01\n    site: plant-9\n    class: gw-fiber\n    vars: {dry_run: true}\n", 1)
+	if changed == string(example) {
+		t.Fatal("the example inventory no longer lists plant9-gw-01 as this test expects")
+	}
+	writeFile(t, inv, changed)
+	got := render()
+	for _, want := range []string{": 1 written, 4 unchanged\n", "plant9-gw-01: plant9-gw-01.yaml valid, written\n", "plant7-gw-01: plant7-gw-01.yaml valid, unchanged\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after one node changed, stdout lacks %q:\n%s", want, got)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(out, "plant9-gw-01.yaml"))
+	if err != nil || !strings.Contains(string(data), "dry_run: true\n") {
+		t.Errorf("plant9-gw-01.yaml after the change (err %v):\n%s", err, data)
+	}
+}
+
 func TestRenderWithTwoBadNodesListsBothAndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	inv := filepath.Join(dir, "inventory.yaml")
