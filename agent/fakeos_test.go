@@ -190,18 +190,29 @@ func (c *fakeClock) set(cs probes.ClockStatus) {
 type fakeNet struct {
 	mu     sync.Mutex
 	tunnel func(target string) probes.ProbeResult
+	// waits: a probe that times out takes its whole timeout (or until its
+	// context ends: then it is an error, as a real probe cut short).
+	waits  bool
 	mqtt   func(ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error)
 	lookup func(name string) ([]netip.Addr, error)
 }
 
-func (n *fakeNet) Tunnel(_ context.Context, target string, _ time.Duration) probes.ProbeResult {
+func (n *fakeNet) Tunnel(ctx context.Context, target string, timeout time.Duration) probes.ProbeResult {
 	n.mu.Lock()
-	f := n.tunnel
+	f, waits := n.tunnel, n.waits
 	n.mu.Unlock()
 	if f == nil {
 		return probes.ProbeResult{OK: true, Answered: true, Class: "ok", Latency: 2 * time.Millisecond}
 	}
-	return f(target)
+	r := f(target)
+	if waits && r.Class == "timeout" {
+		select {
+		case <-time.After(timeout):
+		case <-ctx.Done():
+			return probes.ProbeResult{Class: "error", Err: ctx.Err()}
+		}
+	}
+	return r
 }
 
 func (n *fakeNet) MQTT(_ context.Context, ns probes.Netns, cfg probes.MQTTConfig) (probes.Result, error) {

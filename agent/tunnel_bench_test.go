@@ -28,11 +28,11 @@ func benchmarkTunnelRound(b *testing.B, traffic bool) {
 	tun.Probe.Target = "icmp://10.119.135.1" // carried by the last peer, found by a scan of all
 	m := NewTunnelMonitor(TunnelMonitorConfig{Tunnel: tun, Policy: tunnelTestPolicy(), OS: w.os()})
 	ctx := context.Background()
-	m.runRound(ctx) // first sight: every peer is created and baselined
+	m.runRound(ctx, false) // first sight: every peer is created and baselined
 	reads := w.reads
 	b.ReportAllocs()
 	for b.Loop() {
-		m.runRound(ctx)
+		m.runRound(ctx, false)
 	}
 	b.StopTimer()
 	if got := w.reads - reads; got != b.N {
@@ -52,7 +52,7 @@ func BenchmarkTunnelChecks5000Peers(b *testing.B) {
 	w := newTunnelWorld(5000, 20*time.Second)
 	w.noTraffic = true
 	m := NewTunnelMonitor(TunnelMonitorConfig{Tunnel: tunnelTestConfig(), Policy: tunnelTestPolicy(), OS: w.os()})
-	m.runRound(context.Background())
+	m.runRound(context.Background(), false)
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = m.Checks()

@@ -91,9 +91,8 @@ type TunnelMonitor struct {
 	upFailing  bool                    // bringUp failed in the last round
 	listenPort int                     // the tunnel's listen port, this round
 	rebound    int                     // the port the last rebind set, while it is still the tunnel's (0: none)
-	watching   map[string]bool         // host paths watched for their return (watchPathBack)
 	watchers   sync.WaitGroup
-	watched    chan pathWatchEnd
+	pathBack   chan struct{} // a watched host path answered again (watchPathBack)
 
 	mu        sync.Mutex
 	suspicion string // a workload's confirmed report, drained by the loop
@@ -101,9 +100,10 @@ type TunnelMonitor struct {
 	views     []peerView
 	viewErr   error
 	progress  time.Time
-	busy      string       // the action running now, for Health
-	paths     []pathTarget // the host paths to learn, from the last round
-	probeOK   time.Time    // the last round whose probe through the tunnel answered
+	busy      string          // the action running now, for Health
+	paths     []pathTarget    // the host paths to learn, from the last round
+	watching  map[string]bool // host paths watched for their return (watchPathBack)
+	probeOK   time.Time       // the last round whose probe through the tunnel answered
 }
 
 // peerTrack is the monitor's state for one peer.
@@ -151,7 +151,7 @@ func NewTunnelMonitor(cfg TunnelMonitorConfig) *TunnelMonitor {
 		settle:   cfg.Policy.ResumeGrace.D(),
 		window:   cfg.Policy.Window.D(),
 		wake:     make(chan struct{}, 1),
-		watched:  make(chan pathWatchEnd),
+		pathBack: make(chan struct{}, 1),
 		pol:      budgetPolicy{max: cfg.Policy.MaxDisruptive, window: cfg.Policy.Window.D(), cooldown: cfg.Policy.Cooldown.D()},
 		peers:    map[wgtypes.Key]*peerTrack{},
 	}
@@ -219,17 +219,22 @@ func (m *TunnelMonitor) Run(ctx context.Context) error {
 	defer learner.Wait()
 	defer m.watchers.Wait()
 	defer stopLearning()
+	back := false
 	for {
-		m.runRound(ctx)
+		m.runRound(ctx, back)
+		if back {
+			// A round at once too: it verifies what the ladder just did.
+			back = false
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		case <-m.wake:
 		case <-m.adopted: // an adopted action ended: verify it now
-		case e := <-m.watched:
-			// Then a round at once: it verifies what the ladder did.
-			m.pathWatchEnded(ctx, e)
+		case <-m.pathBack:
+			back = true
 		}
 	}
 }
@@ -286,10 +291,10 @@ func (m *TunnelMonitor) take() (suspicion, nudge string) {
 }
 
 // runRound observes, then updates state and acts, in this goroutine.
-func (m *TunnelMonitor) runRound(ctx context.Context) {
+func (m *TunnelMonitor) runRound(ctx context.Context, back bool) {
 	m.adoptEnded()
 	suspicion, nudge := m.take()
-	r := m.spec.read(ctx, m.os)
+	r := m.readRound(ctx, back)
 	if ctx.Err() != nil {
 		return // stopping: these observations were cut short
 	}

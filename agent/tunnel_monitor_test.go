@@ -400,6 +400,27 @@ func TestTunnelMonitorForcesAnExpiredSessionsHandshakeAsSoonAsThePathAnswers(t *
 	})
 }
 
+// The same with probes that take their whole timeout, as real ones do: the
+// rounds are back to back, each waiting on its tunnel probe, and the path's
+// answer cuts the probe in progress short instead of waiting for it.
+func TestTunnelMonitorCutsARoundsProbeShortWhenThePathAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		w.net.waits = true
+		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+		defer h.stop()
+		h.at(10*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark, w.hostDark, w.fixedBy = true, true, "handshake" })
+		h.at(200*tsec + 3*tsec/10)
+		h.wantChanges("during the blackhole")
+		w.set(func(w *tunnelWorld) { w.hostDark = false })
+		h.at(200*tsec + 6*tsec/10)
+		h.wantChanges("0.3 s after the path returned", handshakePeer0)
+		h.at(210 * tsec)
+		h.wantState("after the path returned", 0, PeerOK)
+	})
+}
+
 func TestTunnelMonitorBlamesAClockThatSteppedBackInsteadOfForcingHandshakes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newTunnelWorld(1, 20*tsec)

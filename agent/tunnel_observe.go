@@ -109,6 +109,17 @@ func (s *tunnelSpec) read(ctx context.Context, os OS) tunnelReading {
 	return r
 }
 
+// readWithout reads the peers without probing: the probe is an error
+// (why), which observes nothing.
+func (s *tunnelSpec) readWithout(os OS, why error) tunnelReading {
+	var r tunnelReading
+	if s.cfg.Probe.Target != "" {
+		r.probe = &probes.ProbeResult{Class: "error", Err: why}
+	}
+	r.peers, r.listenPort, r.err = probes.ReadDevice(os.WireGuard, s.cfg.Interface)
+	return r
+}
+
 // probePeer finds the peer the tunnel's probe (and a workload's suspicion)
 // belongs to: the selected peer whose allowed IPs contain the probe target,
 // or, failing that, the only selected peer.

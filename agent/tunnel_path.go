@@ -145,6 +145,11 @@ func (m *TunnelMonitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 		case !g.UplinkOK:
 		case target == "":
 			g.Path, g.PathCause = pathUnknown, "host path unknown: the peer has no endpoint"
+		case m.watched(target):
+			// Its watch probes it every pathWatchEvery and ends when it
+			// answers: until then it is down, and a probe of the round's
+			// own would only hold the round up while the path returns.
+			g.Path, g.PathCause = pathDown, fmt.Sprintf("host path to %s: silent (probed every %s until it answers)", target, pathWatchEvery)
 		default:
 			r := m.os.Net.Tunnel(ctx, target, hostPathTimeout)
 			g.Path, g.PathCause = m.hosts.judge(target, r, now)

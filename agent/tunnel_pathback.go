@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -9,21 +10,29 @@ import (
 // during an uplink outage (no handshake within WireGuard's 180 s
 // REJECT_AFTER_TIME) has nothing left to lose: the ladder forces its
 // handshake as soon as the path answers (ladderDecide). Rounds alone would
-// notice the return only after the next round's tunnel probe timed out
-// (up to interval + timeout), later than WireGuard's own retry at its
+// notice the return only once a round's tunnel probe had timed out (up to
+// interval + timeout later), later than WireGuard's own retry at its
 // luckiest; so while such a peer is held, its host path is probed every
-// pathWatchEvery, and an answer runs the ladder for the held peers at
-// once (ladderPathBack). See docs/operations.md, "Do no harm".
+// pathWatchEvery, and an answer starts a round at once, or cuts short the
+// tunnel probe of the round in progress: that round's observation is then
+// the held peers' state, and its ladder probes each host path again
+// (guards). See docs/operations.md, "Do no harm".
 const (
 	pathWatchEvery = 250 * time.Millisecond
 	pathWatchFor   = 10 * time.Minute // then the next round's hold starts another
 	pathWatchMax   = 4                // one uplink: any of its paths answering says it is back
 )
 
+// errPathBack is the tunnel probe of a round that gave way to a host path
+// answering again: no observation.
+var errPathBack = errors.New("tunnel probe not made: a host path just answered again, the ladder runs now")
+
 // watchPathBack starts watching target unless it is watched already or
-// pathWatchMax targets are. The watch ends when the path answers, when
-// ctx ends, or after pathWatchFor.
+// pathWatchMax targets are. The watch ends when the path answers (then it
+// signals pathBack), when ctx ends, or after pathWatchFor.
 func (m *TunnelMonitor) watchPathBack(ctx context.Context, target string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if target == "" || m.watching[target] || len(m.watching) >= pathWatchMax {
 		return
 	}
@@ -32,19 +41,21 @@ func (m *TunnelMonitor) watchPathBack(ctx context.Context, target string) {
 	}
 	m.watching[target] = true
 	m.watchers.Go(func() {
-		answered := false
 		defer func() {
-			select {
-			case m.watched <- pathWatchEnd{target: target, answered: answered}:
-			case <-ctx.Done():
-			}
+			m.mu.Lock()
+			delete(m.watching, target)
+			m.mu.Unlock()
 		}()
 		tick := time.NewTicker(pathWatchEvery)
 		defer tick.Stop()
 		for range int(pathWatchFor / pathWatchEvery) {
 			r := m.os.Net.Tunnel(ctx, target, pathWatchEvery)
 			if r.Err == nil && (r.OK || r.Answered) {
-				answered = true
+				m.log.Info("host path answers again: the ladder runs now", "target", target)
+				select {
+				case m.pathBack <- struct{}{}:
+				default: // one is pending already
+				}
 				return
 			}
 			select {
@@ -56,32 +67,36 @@ func (m *TunnelMonitor) watchPathBack(ctx context.Context, target string) {
 	})
 }
 
-// pathWatchEnd is a watch's end, handed to Run's goroutine.
-type pathWatchEnd struct {
-	target   string
-	answered bool
+// watched reports whether target's return is being watched.
+func (m *TunnelMonitor) watched(target string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.watching[target]
 }
 
-// pathWatchEnded forgets a watch and, when its path answered, runs the
-// ladder now for every peer held on an uplink outage: each climb probes
-// its own host path again (guards), so a peer whose path is still down
-// stays held.
-func (m *TunnelMonitor) pathWatchEnded(ctx context.Context, e pathWatchEnd) {
-	delete(m.watching, e.target)
-	if !e.answered {
-		return
+// readRound is the round's reading. A path that answered again since the
+// last round (back) leaves the tunnel probe out; one that answers while
+// the probe waits cuts it short. Either way the probe is an error, which
+// observes nothing: the peers keep their state and the ladder runs for
+// those that are down.
+func (m *TunnelMonitor) readRound(ctx context.Context, back bool) tunnelReading {
+	if back {
+		return m.spec.readWithout(m.os, errPathBack)
 	}
-	var held []*peerTrack
-	for _, p := range m.order {
-		if p.st.Phase == PeerDown && p.holdKind == holdUplink {
-			held = append(held, p)
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-m.pathBack:
+			cancel(errPathBack)
+		case <-done:
 		}
+	}()
+	r := m.spec.read(pctx, m.os)
+	if r.probe != nil && r.probe.Err != nil && errors.Is(context.Cause(pctx), errPathBack) && ctx.Err() == nil {
+		r.probe.Err = errPathBack
 	}
-	if len(held) == 0 {
-		return
-	}
-	m.log.Info("host path answers again: running the ladder now", "target", e.target, "held_peers", len(held))
-	m.uplinks = nil
-	m.runLadder(ctx, held)
-	m.publish(m.os.Clock.Now())
+	return r
 }
