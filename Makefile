@@ -79,8 +79,9 @@ bench-lab: build
 bench-lab-short: build
 	$(BIN)/edgeheal-lab bench --parallel --short --edgeheal $(BIN)/edgeheal
 
-# The agent's four packages and the fleet view's four (deb and rpm, amd64
-# and arm64) into dist/, with nfpm pinned in packaging/build.sh.
+# The agent's four packages, the fleet view's four and the Kubernetes
+# reporter's four (deb and rpm, amd64 and arm64) into dist/, with nfpm
+# pinned in packaging/build.sh.
 package:
 	sh packaging/build.sh
 

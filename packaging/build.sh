@@ -1,15 +1,18 @@
 #!/bin/sh
-# build.sh: build edgeheal (the agent) and edgeheal-fleet (the fleet view)
-# for amd64 and arm64 and package each as .deb and .rpm into dist/ (`make
-# package` runs this): packaging/nfpm.yaml and packaging/fleet/nfpm.yaml.
+# build.sh: build edgeheal (the agent), edgeheal-fleet (the fleet view) and
+# edgeheal-kube (the Kubernetes reporter) for amd64 and arm64 and package
+# each as .deb and .rpm into dist/ (`make package` runs this):
+# packaging/nfpm.yaml, packaging/fleet/nfpm.yaml and
+# packaging/kubernetes/nfpm.yaml.
 # Run from anywhere; it works in the repository root.
 #
 #   VERSION   package version (default: the git tag without its v, or
 #             0.1.0~git<commit date>.<short hash> for an untagged commit)
 #   ARCHES    architectures to build (default: "amd64 arm64")
 #   DIST      output directory (default: dist)
-#   BIN       where the binaries go, as BIN/linux_ARCH/edgeheal and
-#             BIN/linux_ARCH/edgeheal-fleet (default: bin)
+#   BIN       where the binaries go, as BIN/linux_ARCH/edgeheal,
+#             BIN/linux_ARCH/edgeheal-fleet and BIN/linux_ARCH/edgeheal-kube
+#             (default: bin)
 #   TOOLS     where the pinned nfpm is built once and kept (default: bin/.tools)
 #   NFPM      the nfpm command (default: nfpm $NFPM_VERSION, built once with
 #             go install into TOOLS and reused)
@@ -37,7 +40,7 @@ export VERSION SOURCE_DATE_EPOCH
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 mkdir -p "$DIST"
-rm -f "$DIST"/edgeheal_*.deb "$DIST"/edgeheal-*.rpm "$DIST"/edgeheal-fleet_*.deb   # only this build's packages
+rm -f "$DIST"/edgeheal_*.deb "$DIST"/edgeheal-*.rpm "$DIST"/edgeheal-fleet_*.deb "$DIST"/edgeheal-kube_*.deb   # only this build's packages
 
 # The pinned nfpm, built once (go run would link it again on every call).
 if [ -z "${NFPM:-}" ]; then
@@ -57,26 +60,28 @@ gzip -9nc docs/configuration.md >"$work/configuration.md.gz"
 gzip -9nc docs/operations.md >"$work/operations.md.gz"
 gzip -9nc packaging/fleet/edgeheal-fleet.1 >"$work/edgeheal-fleet.1.gz"
 gzip -9nc docs/fleet.md >"$work/fleet.md.gz"
+gzip -9nc packaging/kubernetes/edgeheal-kube.1 >"$work/edgeheal-kube.1.gz"
+
+# package ARCH NAME CONFIG FILE...: build ./cmd/NAME for ARCH into
+# BIN/linux_ARCH/NAME, stage it with the generated FILEs, and package the
+# stage as .deb and .rpm with the nfpm CONFIG.
+package() {
+	arch=$1 name=$2 config=$3
+	shift 3
+	stage="$work/$name-$arch"
+	mkdir -p "$stage" "$BIN/linux_$arch"
+	for f in "$@"; do cp "$work/$f" "$stage/"; done
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/$name" "./cmd/$name"
+	cp "$BIN/linux_$arch/$name" "$stage/$name"
+	for fmt in deb rpm; do
+		ARCH=$arch STAGE=$stage $NFPM package --config "$config" --packager "$fmt" --target "$DIST/"
+	done
+}
 
 for arch in $ARCHES; do
-	STAGE="$work/$arch"
-	mkdir -p "$STAGE" "$BIN/linux_$arch"
-	cp "$work/edgeheal.1.gz" "$work/README.md.gz" "$work/configuration.md.gz" "$work/operations.md.gz" "$STAGE/"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
-		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/edgeheal" ./cmd/edgeheal
-	cp "$BIN/linux_$arch/edgeheal" "$STAGE/edgeheal"
-	for fmt in deb rpm; do
-		ARCH=$arch STAGE=$STAGE $NFPM package --config packaging/nfpm.yaml --packager "$fmt" --target "$DIST/"
-	done
-
-	FLEET="$work/fleet-$arch"
-	mkdir -p "$FLEET"
-	cp "$work/edgeheal-fleet.1.gz" "$work/fleet.md.gz" "$FLEET/"
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
-		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/edgeheal-fleet" ./cmd/edgeheal-fleet
-	cp "$BIN/linux_$arch/edgeheal-fleet" "$FLEET/edgeheal-fleet"
-	for fmt in deb rpm; do
-		ARCH=$arch STAGE=$FLEET $NFPM package --config packaging/fleet/nfpm.yaml --packager "$fmt" --target "$DIST/"
-	done
+	package "$arch" edgeheal packaging/nfpm.yaml edgeheal.1.gz README.md.gz configuration.md.gz operations.md.gz
+	package "$arch" edgeheal-fleet packaging/fleet/nfpm.yaml edgeheal-fleet.1.gz fleet.md.gz
+	package "$arch" edgeheal-kube packaging/kubernetes/nfpm.yaml edgeheal-kube.1.gz
 done
 ls -l "$DIST"

@@ -5,10 +5,7 @@ package pkgtest
 
 import (
 	"bytes"
-	"debug/elf"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,55 +13,52 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func fleetDebPath(arch string) string {
-	return filepath.Join(dist, fmt.Sprintf("edgeheal-fleet_%s-1_%s.deb", version, arch))
-}
+func fleetDebPath(arch string) string { return namedDebPath("edgeheal-fleet", arch) }
 
-func fleetRpmPath(arch string) string {
-	rarch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
-	return filepath.Join(dist, fmt.Sprintf("edgeheal-fleet-%s-1.%s.rpm", version, rarch))
-}
+func fleetRpmPath(arch string) string { return namedRpmPath("edgeheal-fleet", arch) }
 
 func wantFleetPayload(format string) map[string]entry {
+	w := wantProgramPayload("edgeheal-fleet", format)
+	w["/etc/edgeheal-fleet"] = entry{"drwxr-xr-x", "root/root"}
+	for _, f := range []string{
+		"/etc/edgeheal-fleet/config.yaml",
+		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.yml",
+		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.test.yml",
+		"/usr/share/doc/edgeheal-fleet/fleet.md.gz",
+	} {
+		w[f] = entry{"-rw-r--r--", "root/root"}
+	}
+	return w
+}
+
+// wantProgramPayload is what the package of a program beside the agent
+// (edgeheal-fleet, edgeheal-kube) holds in any case: the binary, its
+// unit, /usr/share/<name>, its man page, copyright, and the changelog and
+// lintian overrides (deb) or the preset (rpm).
+func wantProgramPayload(name, format string) map[string]entry {
 	dir := entry{"drwxr-xr-x", "root/root"}
 	file := entry{"-rw-r--r--", "root/root"}
 	w := map[string]entry{
-		"/etc/edgeheal-fleet":                                     dir,
-		"/etc/edgeheal-fleet/config.yaml":                         file,
-		"/usr/bin/edgeheal-fleet":                                 {"-rwxr-xr-x", "root/root"},
-		"/usr/lib/systemd/system/edgeheal-fleet.service":          file,
-		"/usr/share/edgeheal-fleet":                               dir,
-		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.yml":      file,
-		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.test.yml": file,
-		"/usr/share/doc/edgeheal-fleet":                           dir,
-		"/usr/share/doc/edgeheal-fleet/copyright":                 file,
-		"/usr/share/doc/edgeheal-fleet/fleet.md.gz":               file,
-		"/usr/share/man/man1/edgeheal-fleet.1.gz":                 file,
+		"/usr/bin/" + name: {"-rwxr-xr-x", "root/root"},
+		"/usr/lib/systemd/system/" + name + ".service": file,
+		"/usr/share/" + name:                           dir,
+		"/usr/share/doc/" + name:                       dir,
+		"/usr/share/doc/" + name + "/copyright":        file,
+		"/usr/share/man/man1/" + name + ".1.gz":        file,
 	}
 	switch format {
 	case "deb":
-		w["/usr/share/doc/edgeheal-fleet/changelog.Debian.gz"] = file
-		w["/usr/share/lintian/overrides/edgeheal-fleet"] = file
+		w["/usr/share/doc/"+name+"/changelog.Debian.gz"] = file
+		w["/usr/share/lintian/overrides/"+name] = file
 	case "rpm":
-		w["/usr/lib/systemd/system-preset/90-edgeheal-fleet.preset"] = file
+		w["/usr/lib/systemd/system-preset/90-"+name+".preset"] = file
 	}
 	return w
 }
 
 func TestFleetPackagesHoldEveryFileWithItsMode(t *testing.T) {
 	built(t)
-	for _, arch := range arches {
-		t.Run("deb "+arch, func(t *testing.T) {
-			if diff := cmp.Diff(wantFleetPayload("deb"), debPayload(t, fleetDebPath(arch))); diff != "" {
-				t.Errorf("payload of %s (-want +got):\n%s", fleetDebPath(arch), diff)
-			}
-		})
-		t.Run("rpm "+arch, func(t *testing.T) {
-			if diff := cmp.Diff(wantFleetPayload("rpm"), rpmPayload(t, fleetRpmPath(arch))); diff != "" {
-				t.Errorf("payload of %s (-want +got):\n%s", fleetRpmPath(arch), diff)
-			}
-		})
-	}
+	checkPayloads(t, "edgeheal-fleet", wantFleetPayload)
 }
 
 func TestFleetPackagesMarkOnlyTheirConfigAsConfigAndCarryTheRepositoryFiles(t *testing.T) {
@@ -98,65 +92,37 @@ func TestFleetPackagesMarkOnlyTheirConfigAsConfigAndCarryTheRepositoryFiles(t *t
 	}
 }
 
-func TestFleetBinaryIsStaticAndLeanerThanTheAgent(t *testing.T) {
+func TestFleetBinaryIsStatic(t *testing.T) {
 	built(t)
-	for _, arch := range arches {
-		root := extractDeb(t, fleetDebPath(arch))
-		bin := filepath.Join(root, "usr", "bin", "edgeheal-fleet")
-		f, err := elf.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Errorf("%s: has an ELF interpreter: want a static binary", arch)
-			}
-		}
-		f.Close()
-		if got := packaged(t, arch, bin, "version"); got != "edgeheal-fleet "+version+"\n" {
-			t.Errorf("edgeheal-fleet %s version = %q, want the package version", arch, got)
-		}
-	}
+	checkStaticBinaries(t, "edgeheal-fleet")
 }
 
-// The fleet package installs and runs nothing on the edge: the agent's
-// package does not carry it, and it does not carry the agent.
-func TestTheAgentPackageDoesNotCarryTheFleetView(t *testing.T) {
+// The fleet view and the Kubernetes reporter are packages of their own:
+// the agent's package carries neither (its fleet templates aside), and
+// neither carries the agent.
+func TestTheAgentPackageCarriesNeitherTheFleetViewNorTheReporter(t *testing.T) {
 	built(t)
 	for p := range debPayload(t, debPath("amd64")) {
-		if strings.Contains(p, "fleet") && !strings.HasPrefix(p, "/usr/share/edgeheal/fleet") {
+		if (strings.Contains(p, "fleet") && !strings.HasPrefix(p, "/usr/share/edgeheal/fleet")) || strings.Contains(p, "kube") {
 			t.Errorf("the agent's package holds %s", p)
 		}
 	}
-	if _, ok := debPayload(t, fleetDebPath("amd64"))["/usr/bin/edgeheal"]; ok {
-		t.Error("the fleet package holds the agent")
+	for _, name := range []string{"edgeheal-fleet", "edgeheal-kube"} {
+		if _, ok := debPayload(t, namedDebPath(name, "amd64"))["/usr/bin/edgeheal"]; ok {
+			t.Errorf("the %s package holds the agent", name)
+		}
 	}
 }
 
 func TestFleetDebIsLintianClean(t *testing.T) {
 	built(t)
-	for _, arch := range arches {
-		out, err := exec.Command("lintian", "--pedantic", "--fail-on", "error,warning,info,pedantic", fleetDebPath(arch)).CombinedOutput()
-		var tags []string
-		for _, line := range strings.Split(string(out), "\n") {
-			if line != "" && !strings.Contains(line, "running with root privileges") {
-				tags = append(tags, line)
-			}
-		}
-		if err != nil || len(tags) > 0 {
-			t.Errorf("lintian %s: %v\n%s", arch, err, strings.Join(tags, "\n"))
-		}
-	}
+	checkLintianClean(t, "edgeheal-fleet")
 }
 
 // The fleet view needs no privilege at all: its unit's exposure must stay
 // at or under 1.5 (docs/fleet.md, "The systemd unit": 1.1 on systemd 252).
 func TestFleetUnitSecurityExposureStaysLow(t *testing.T) {
-	unit := filepath.Join(repo, "packaging", "fleet", "edgeheal-fleet.service")
-	out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=15", "--no-pager", unit).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "Overall exposure level for edgeheal-fleet.service") {
-		t.Errorf("systemd-analyze security: %v\n%s", err, out)
-	}
+	checkExposure(t, "fleet/edgeheal-fleet.service", 15)
 }
 
 func TestFleetMaintainerScriptsUseTheDistributionsHelpers(t *testing.T) {
@@ -172,9 +138,6 @@ func TestFleetMaintainerScriptsUseTheDistributionsHelpers(t *testing.T) {
 		if err != nil || !strings.Contains(string(data), needle) {
 			t.Errorf("%s lacks %q (%v)", name, needle, err)
 		}
-		if out, err := exec.Command("sh", "-n", filepath.Join(dir, name)).CombinedOutput(); err != nil {
-			t.Errorf("sh -n %s: %v\n%s", name, err, out)
-		}
 	}
 	out := output(t, "rpm", "-qp", "--scripts", fleetRpmPath("amd64"))
 	for _, n := range []string{"systemctl --no-reload preset edgeheal-fleet.service", "systemctl --no-reload disable --now edgeheal-fleet.service", "systemctl try-restart edgeheal-fleet.service"} {
@@ -182,4 +145,5 @@ func TestFleetMaintainerScriptsUseTheDistributionsHelpers(t *testing.T) {
 			t.Errorf("rpm scripts lack %q", n)
 		}
 	}
+	checkCarriesScripts(t, "edgeheal-fleet", "fleet/scripts")
 }

@@ -20,15 +20,9 @@ import (
 	"github.com/edgeheal/edgeheal/probes"
 )
 
-// fleetMounts makes the fleet package's payload look installed in the
-// confined systemd's mount namespace: the binary through a read-only
-// overlay on /usr/bin, /etc/edgeheal-fleet the test's own directory.
-const fleetMounts = `set -eu
-P=$1 T=$2
-ip link set lo up
-mount -t overlay edgeheal-pkgtest-usrbin -o "lowerdir=$P/usr/bin:/usr/bin" /usr/bin
-mount -t overlay edgeheal-pkgtest-etc -o "lowerdir=$T/etc-extra:/etc" /etc
-mount --bind "$T/etc-fleet" /etc/edgeheal-fleet
+// fleetMounts makes the fleet package's payload look installed
+// (payloadMounts), with /etc/edgeheal-fleet the test's own directory.
+const fleetMounts = payloadMounts + `mount --bind "$T/etc-fleet" /etc/edgeheal-fleet
 `
 
 // TestLabFleetUnitUnderRealSystemd runs the packaged edgeheal-fleet.service
@@ -67,15 +61,7 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 		return st.active == "active" && st.sub == "running" && st.mainPID != 0
 	})
 
-	b, err := os.ReadFile(s.Path(fmt.Sprintf("/proc/%d/status", st.mainPID)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		got[k] = strings.Join(strings.Fields(v), " ")
-	}
+	got := procStatus(t, s, st.mainPID)
 	t.Logf("the view: Uid %s, CapBnd %s, NoNewPrivs %s, Seccomp %s", got["Uid"], got["CapBnd"], got["NoNewPrivs"], got["Seccomp"])
 	if strings.HasPrefix(got["Uid"], "0 ") || got["CapBnd"] != "0000000000000000" || got["NoNewPrivs"] != "1" || got["Seccomp"] != "2" {
 		t.Errorf("the view runs with Uid %q CapBnd %q NoNewPrivs %q Seccomp %q; want a non-root user, no capability, no new privileges, a syscall filter",
@@ -98,6 +84,22 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(body), want) && strings.Contains(string(body), "edgeheal_fleet_connected 1")
 	})
+}
+
+// procStatus is /proc/<pid>/status of a process in the lab, each value
+// with its runs of white space made one space.
+func procStatus(t *testing.T, s *systemdlab.Systemd, pid uint32) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(s.Path(fmt.Sprintf("/proc/%d/status", pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		got[k] = strings.Join(strings.Fields(v), " ")
+	}
+	return got
 }
 
 func port(addr string) string {

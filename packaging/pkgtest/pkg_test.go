@@ -93,13 +93,19 @@ func built(t *testing.T) {
 	}
 }
 
-func debPath(arch string) string {
-	return filepath.Join(dist, fmt.Sprintf("edgeheal_%s-1_%s.deb", version, arch))
+func debPath(arch string) string { return namedDebPath("edgeheal", arch) }
+
+func rpmPath(arch string) string { return namedRpmPath("edgeheal", arch) }
+
+// namedDebPath and namedRpmPath are where packaging/build.sh puts the
+// package called name (edgeheal, edgeheal-fleet, edgeheal-kube).
+func namedDebPath(name, arch string) string {
+	return filepath.Join(dist, fmt.Sprintf("%s_%s-1_%s.deb", name, version, arch))
 }
 
-func rpmPath(arch string) string {
+func namedRpmPath(name, arch string) string {
 	rarch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
-	return filepath.Join(dist, fmt.Sprintf("edgeheal-%s-1.%s.rpm", version, rarch))
+	return filepath.Join(dist, fmt.Sprintf("%s-%s-1.%s.rpm", name, version, rarch))
 }
 
 func output(t *testing.T, name string, args ...string) string {
@@ -114,7 +120,7 @@ func output(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// The agent's four packages and the fleet view's four.
+// The agent's four packages, the fleet view's four and the reporter's four.
 func TestBuildMakesEveryPackage(t *testing.T) {
 	built(t)
 	entries, err := os.ReadDir(dist)
@@ -128,7 +134,8 @@ func TestBuildMakesEveryPackage(t *testing.T) {
 	var want []string
 	for _, a := range arches {
 		want = append(want, filepath.Base(debPath(a)), filepath.Base(rpmPath(a)),
-			filepath.Base(fleetDebPath(a)), filepath.Base(fleetRpmPath(a)))
+			filepath.Base(fleetDebPath(a)), filepath.Base(fleetRpmPath(a)),
+			filepath.Base(kubeDebPath(a)), filepath.Base(kubeRpmPath(a)))
 	}
 	sort.Strings(want)
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -229,15 +236,24 @@ func rpmPayload(t *testing.T, rpm string) map[string]entry {
 
 func TestPackagesHoldEveryFileWithItsMode(t *testing.T) {
 	built(t)
+	checkPayloads(t, "edgeheal", func(format string) map[string]entry { return wantPayload(t, format) })
+}
+
+// checkPayloads compares the payload of each of the package's .deb and
+// .rpm with want(format).
+func checkPayloads(t *testing.T, name string, want func(format string) map[string]entry) {
+	t.Helper()
 	for _, arch := range arches {
 		t.Run("deb "+arch, func(t *testing.T) {
-			if diff := cmp.Diff(wantPayload(t, "deb"), debPayload(t, debPath(arch))); diff != "" {
-				t.Errorf("payload of %s (-want +got):\n%s", debPath(arch), diff)
+			deb := namedDebPath(name, arch)
+			if diff := cmp.Diff(want("deb"), debPayload(t, deb)); diff != "" {
+				t.Errorf("payload of %s (-want +got):\n%s", deb, diff)
 			}
 		})
 		t.Run("rpm "+arch, func(t *testing.T) {
-			if diff := cmp.Diff(wantPayload(t, "rpm"), rpmPayload(t, rpmPath(arch))); diff != "" {
-				t.Errorf("payload of %s (-want +got):\n%s", rpmPath(arch), diff)
+			rpm := namedRpmPath(name, arch)
+			if diff := cmp.Diff(want("rpm"), rpmPayload(t, rpm)); diff != "" {
+				t.Errorf("payload of %s (-want +got):\n%s", rpm, diff)
 			}
 		})
 	}
@@ -300,10 +316,19 @@ func extractDeb(t *testing.T, deb string) string {
 
 func TestPackagedBinaryIsStaticForItsArchitecture(t *testing.T) {
 	built(t)
+	checkStaticBinaries(t, "edgeheal")
+}
+
+// checkStaticBinaries checks /usr/bin/<name> in each .deb of the package
+// called name: an ELF for its architecture without an interpreter (a
+// static binary, CGO_ENABLED=0), stamped with the package version when it
+// runs (under qemu-user for another architecture).
+func checkStaticBinaries(t *testing.T, name string) {
+	t.Helper()
 	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 	for _, arch := range arches {
 		t.Run(arch, func(t *testing.T) {
-			bin := filepath.Join(extractDeb(t, debPath(arch)), "usr", "bin", "edgeheal")
+			bin := filepath.Join(extractDeb(t, namedDebPath(name, arch)), "usr", "bin", name)
 			f, err := elf.Open(bin)
 			if err != nil {
 				t.Fatal(err)
@@ -316,6 +341,9 @@ func TestPackagedBinaryIsStaticForItsArchitecture(t *testing.T) {
 				if p.Type == elf.PT_INTERP {
 					t.Errorf("has an ELF interpreter: want a static binary (CGO_ENABLED=0)")
 				}
+			}
+			if got := packaged(t, arch, bin, "version"); got != name+" "+version+"\n" {
+				t.Errorf("%s version = %q, want the package version", name, got)
 			}
 		})
 	}
@@ -427,9 +455,16 @@ func TestRpmScriptletsUseSystemctlPresetAndTryRestart(t *testing.T) {
 
 func TestDebIsLintianClean(t *testing.T) {
 	built(t)
+	checkLintianClean(t, "edgeheal")
+}
+
+// checkLintianClean runs lintian --pedantic on each .deb of the package
+// called name: no tag at all, pedantic and info included.
+func checkLintianClean(t *testing.T, name string) {
+	t.Helper()
 	for _, arch := range arches {
 		t.Run(arch, func(t *testing.T) {
-			cmd := exec.Command("lintian", "--pedantic", "--fail-on", "error,warning,info,pedantic", debPath(arch))
+			cmd := exec.Command("lintian", "--pedantic", "--fail-on", "error,warning,info,pedantic", namedDebPath(name, arch))
 			out, err := cmd.CombinedOutput()
 			var tags []string
 			for _, line := range strings.Split(string(out), "\n") {
@@ -444,22 +479,25 @@ func TestDebIsLintianClean(t *testing.T) {
 	}
 }
 
-// Every lintian override is preceded by a comment that justifies it.
+// Every lintian override of every package is preceded by a comment that
+// justifies it.
 func TestLintianOverridesAreJustified(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repo, "packaging", "lintian-overrides"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prevComment := false
-	for i, line := range strings.Split(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(line, "#"):
-			prevComment = true
-		case strings.TrimSpace(line) == "":
-			prevComment = false
-		default:
-			if !prevComment {
-				t.Errorf("lintian-overrides:%d: %q has no justifying comment right above it", i+1, line)
+	for _, f := range []string{"lintian-overrides", "fleet/lintian-overrides", "kubernetes/lintian-overrides"} {
+		data, err := os.ReadFile(filepath.Join(repo, "packaging", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prevComment := false
+		for i, line := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(line, "#"):
+				prevComment = true
+			case strings.TrimSpace(line) == "":
+				prevComment = false
+			default:
+				if !prevComment {
+					t.Errorf("packaging/%s:%d: %q has no justifying comment right above it", f, i+1, line)
+				}
 			}
 		}
 	}
@@ -469,13 +507,20 @@ func TestLintianOverridesAreJustified(t *testing.T) {
 // stay at or under 3.5 (0 is best, 10 worst; docs/operations.md,
 // "systemd-analyze security", shows the full report: 2.9 on systemd 252).
 func TestUnitSecurityExposureStaysLow(t *testing.T) {
-	unit := filepath.Join(repo, "packaging", "edgeheal.service")
-	cmd := exec.Command("systemd-analyze", "security", "--offline=true", "--threshold=35", "--no-pager", unit)
+	checkExposure(t, "edgeheal.service", 35)
+}
+
+// checkExposure fails unless systemd-analyze security, offline, scores
+// packaging/<unit> at or under tenths/10.
+func checkExposure(t *testing.T, unit string, tenths int) {
+	t.Helper()
+	path := filepath.Join(repo, "packaging", unit)
+	cmd := exec.Command("systemd-analyze", "security", "--offline=true", fmt.Sprintf("--threshold=%d", tenths), "--no-pager", path)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Errorf("systemd-analyze security: %v\n%s", err, out)
+		t.Errorf("systemd-analyze security %s: %v\n%s", unit, err, out)
 	}
-	if !strings.Contains(string(out), "Overall exposure level for edgeheal.service") {
+	if !strings.Contains(string(out), "Overall exposure level for "+filepath.Base(unit)) {
 		t.Errorf("no overall exposure in:\n%s", out)
 	}
 }

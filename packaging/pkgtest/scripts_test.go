@@ -14,20 +14,23 @@ import (
 
 // fakeTools are the commands maintainer scripts call; each fake logs its
 // name and arguments. deb-systemd-helper's was-enabled answers from
-// $WAS_ENABLED.
+// $WAS_ENABLED, its debian-installed from $DEBIAN_INSTALLED.
 var fakeTools = map[string]string{
 	"deb-systemd-helper": `echo "deb-systemd-helper $*" >>"$LOG"
-if [ "$1 $2" = "--quiet was-enabled" ]; then [ "$WAS_ENABLED" = 1 ]; exit; fi`,
+if [ "$1 $2" = "--quiet was-enabled" ]; then [ "$WAS_ENABLED" = 1 ]; exit; fi
+if [ "$1" = "debian-installed" ]; then [ "$DEBIAN_INSTALLED" = 1 ]; exit; fi`,
 	"deb-systemd-invoke": `echo "deb-systemd-invoke $*" >>"$LOG"`,
 	"systemctl":          `echo "systemctl $*" >>"$LOG"`,
 	"systemd-tmpfiles":   `echo "systemd-tmpfiles $*" >>"$LOG"`,
 }
 
 type scriptRun struct {
-	script         string // under packaging/scripts
-	args           []string
-	systemdRunning bool // /run/systemd/system exists
-	wasEnabled     bool
+	dir             string // under packaging/; "" is scripts, the agent's
+	script          string
+	args            []string
+	systemdRunning  bool // /run/systemd/system exists
+	wasEnabled      bool
+	debianInstalled bool // deb-systemd-helper has a state for the unit
 }
 
 // runScript runs a maintainer script against the fakes, in a private mount
@@ -47,18 +50,21 @@ func runScript(t *testing.T, root string, r scriptRun) []string {
 		}
 	}
 	log := filepath.Join(dir, "log")
-	running, enabled := "0", "0"
-	if r.systemdRunning {
-		running = "1"
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
 	}
-	if r.wasEnabled {
-		enabled = "1"
+	scripts := r.dir
+	if scripts == "" {
+		scripts = "scripts"
 	}
-	script := filepath.Join(repo, "packaging", "scripts", r.script)
+	script := filepath.Join(repo, "packaging", scripts, r.script)
 	shell := `mount -t tmpfs edgeheal-pkgtest /run && if [ "$RUNNING" = 1 ]; then mkdir -p /run/systemd/system; fi && exec sh "$@"`
 	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", shell, "sh", script}, r.args...)...)
 	cmd.Env = []string{"PATH=" + bin + ":/usr/sbin:/usr/bin:/sbin:/bin", "LOG=" + log, "DPKG_ROOT=" + root,
-		"RUNNING=" + running, "WAS_ENABLED=" + enabled}
+		"RUNNING=" + flag(r.systemdRunning), "WAS_ENABLED=" + flag(r.wasEnabled), "DEBIAN_INSTALLED=" + flag(r.debianInstalled)}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", r.script, r.args, err, out)
 	}
@@ -72,6 +78,26 @@ func runScript(t *testing.T, root string, r scriptRun) []string {
 	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }
 
+// A scriptCase is one run of a maintainer script and the calls it must make.
+type scriptCase struct {
+	name string
+	run  scriptRun
+	want []string
+}
+
+// runScripts runs each case in a fresh DPKG_ROOT and compares its calls.
+func runScripts(t *testing.T, cases []scriptCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runScript(t, t.TempDir(), tt.run)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	testsupport.RequireRoot(t, "a private mount namespace over /run")
@@ -79,11 +105,7 @@ func needRoot(t *testing.T) {
 
 func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 	needRoot(t)
-	tests := []struct {
-		name string
-		run  scriptRun
-		want []string
-	}{
+	runScripts(t, []scriptCase{
 		{
 			name: "a first install enables and starts the service",
 			run:  scriptRun{script: "deb-postinst", args: []string{"configure", ""}, systemdRunning: true, wasEnabled: true},
@@ -150,15 +172,7 @@ func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 			run:  scriptRun{script: "deb-postrm", args: []string{"purge"}, systemdRunning: false},
 			want: []string{"deb-systemd-helper purge edgeheal.service", "deb-systemd-helper unmask edgeheal.service"},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := runScript(t, t.TempDir(), tt.run)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 func TestLabDebPurgeRemovesStateButKeepsFleetFiles(t *testing.T) {
@@ -196,11 +210,7 @@ func TestLabRpmScriptletsInstallUpgradeErase(t *testing.T) {
 	needRoot(t)
 	// rpm runs, on an upgrade: new %post (2), then old %preun (1) and
 	// old %postun (1); on an erase: %preun (0), %postun (0).
-	tests := []struct {
-		name string
-		run  scriptRun
-		want []string
-	}{
+	runScripts(t, []scriptCase{
 		{
 			name: "a first install presets (enables) and starts the service",
 			run:  scriptRun{script: "rpm-post", args: []string{"1"}, systemdRunning: true},
@@ -241,34 +251,36 @@ func TestLabRpmScriptletsInstallUpgradeErase(t *testing.T) {
 			run:  scriptRun{script: "rpm-postun", args: []string{"0"}, systemdRunning: true},
 			want: []string{"systemctl daemon-reload"},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := runScript(t, t.TempDir(), tt.run)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
-		})
-	}
+	})
 }
 
 // The packages carry exactly the scripts tested above.
 func TestPackagesCarryTheTestedScripts(t *testing.T) {
 	built(t)
-	dir := t.TempDir()
-	output(t, "dpkg-deb", "--control", debPath("amd64"), dir)
+	checkCarriesScripts(t, "edgeheal", "scripts")
+}
+
+// checkCarriesScripts checks that the amd64 .deb and .rpm of the package
+// called name carry the maintainer scripts of packaging/<dir>, unchanged.
+func checkCarriesScripts(t *testing.T, name, dir string) {
+	t.Helper()
+	ctrl := t.TempDir()
+	output(t, "dpkg-deb", "--control", namedDebPath(name, "amd64"), ctrl)
 	for pkg, src := range map[string]string{"postinst": "deb-postinst", "prerm": "deb-prerm", "postrm": "deb-postrm"} {
-		got, _ := os.ReadFile(filepath.Join(dir, pkg))
-		want, _ := os.ReadFile(filepath.Join(repo, "packaging", "scripts", src))
+		got, _ := os.ReadFile(filepath.Join(ctrl, pkg))
+		want, _ := os.ReadFile(filepath.Join(repo, "packaging", dir, src))
 		if string(got) != string(want) {
-			t.Errorf("the .deb's %s is not packaging/scripts/%s", pkg, src)
+			t.Errorf("the .deb's %s is not packaging/%s/%s", pkg, dir, src)
+		}
+		if out, err := exec.Command("sh", "-n", filepath.Join(ctrl, pkg)).CombinedOutput(); err != nil {
+			t.Errorf("sh -n %s: %v\n%s", pkg, err, out)
 		}
 	}
-	scripts := output(t, "rpm", "-qp", "--scripts", rpmPath("amd64"))
+	scripts := output(t, "rpm", "-qp", "--scripts", namedRpmPath(name, "amd64"))
 	for _, src := range []string{"rpm-post", "rpm-preun", "rpm-postun"} {
-		want, _ := os.ReadFile(filepath.Join(repo, "packaging", "scripts", src))
+		want, _ := os.ReadFile(filepath.Join(repo, "packaging", dir, src))
 		if !strings.Contains(scripts, strings.TrimSpace(string(want))) {
-			t.Errorf("the .rpm's scriptlets do not include packaging/scripts/%s", src)
+			t.Errorf("the .rpm's scriptlets do not include packaging/%s/%s", dir, src)
 		}
 	}
 }

@@ -20,21 +20,27 @@ import (
 	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
 )
 
-// labMounts runs as a boot unit in the confined systemd's mount namespace
-// (never the host's) and makes the package payload look installed there:
-// /usr/bin gains edgeheal through a read-only overlay, and /etc/edgeheal
-// and /var/lib/edgeheal are the test's own directories, so that neither
-// the unit's ConfigurationDirectory= nor its StateDirectory= nor the agent
-// writes anything on the host.
-const labMounts = `set -eu
+// payloadMounts starts every lab's mounts script, which runs as a boot
+// unit in the confined systemd's mount namespace (never the host's) with
+// the extracted payload ($1) and the test's directory ($2): loopback up,
+// /usr/bin gains the payload's binary through a read-only overlay, and
+// $2/etc-extra over /etc holds the mount points of the test's own
+// configuration directories.
+const payloadMounts = `set -eu
 P=$1 T=$2
 ip link set lo up
-# A link for the offload guard, inside the lab's own network namespace.
+mount -t overlay edgeheal-pkgtest-usrbin -o "lowerdir=$P/usr/bin:/usr/bin" /usr/bin
+mount -t overlay edgeheal-pkgtest-etc -o "lowerdir=$T/etc-extra:/etc" /etc
+`
+
+// labMounts makes the agent's payload look installed: /etc/edgeheal and
+// /var/lib/edgeheal are the test's own directories, so that neither the
+// unit's ConfigurationDirectory= nor its StateDirectory= nor the agent
+// writes anything on the host.
+const labMounts = payloadMounts + `# A link for the offload guard, inside the lab's own network namespace.
 ip link add ehpkg0 type veth peer name ehpkg1
 ip link set ehpkg0 up
 ip link set ehpkg1 up
-mount -t overlay edgeheal-pkgtest-usrbin -o "lowerdir=$P/usr/bin:/usr/bin" /usr/bin
-mount -t overlay edgeheal-pkgtest-etc -o "lowerdir=$T/etc-extra:/etc" /etc
 mount --bind "$T/etc-edgeheal" /etc/edgeheal
 mount -t overlay edgeheal-pkgtest-varlib -o "lowerdir=$T/varlib-extra:/var/lib" /var/lib
 mount --bind "$T/state" /var/lib/edgeheal
@@ -101,15 +107,7 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 	})
 
 	t.Run("the agent runs with the unit's narrow capabilities, no new privileges and a syscall filter", func(t *testing.T) {
-		b, err := os.ReadFile(s.Path(fmt.Sprintf("/proc/%d/status", first.mainPID)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			got[k] = strings.TrimSpace(v)
-		}
+		got := procStatus(t, s, first.mainPID)
 		// CAP_NET_ADMIN (12), CAP_NET_RAW (13), CAP_SYS_ADMIN (21).
 		want := map[string]string{"CapBnd": "0000000000203000", "NoNewPrivs": "1", "Seccomp": "2"}
 		for k, v := range want {

@@ -67,10 +67,12 @@ const AdminToken = "edgeheal-lab-admin-token"
 // Options say where the lab runs.
 type Options struct {
 	// Netns is a named network namespace (/var/run/netns/<name>, e.g. the
-	// lab's edge: `ip netns exec` works) to run etcd and the API server in,
-	// on its loopback at the fixed ports 2379, 2380 and 6443 (a K3s
-	// agent's kubeconfig points at its local load balancer on 127.0.0.1
-	// the same way); "" runs them on the host's loopback at free ports.
+	// lab's edge: `ip netns exec` works) or the path of one
+	// (/proc/<pid>/ns/net, e.g. a systemdlab's) to run etcd and the API
+	// server in, on its loopback at the fixed ports 2379, 2380 and 6443 (a
+	// K3s agent's kubeconfig points at its local load balancer on
+	// 127.0.0.1 the same way); "" runs them on the host's loopback at free
+	// ports.
 	Netns string
 }
 
@@ -231,7 +233,11 @@ func (l *Lab) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 	if l.netns == "" {
 		return d.DialContext(ctx, network, addr)
 	}
-	target, err := netns.GetFromName(l.netns)
+	get := netns.GetFromName
+	if filepath.IsAbs(l.netns) {
+		get = netns.GetFromPath
+	}
+	target, err := get(l.netns)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +310,11 @@ func (l *Lab) start(name, bin string, args ...string) *proc {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	if l.netns != "" {
+	switch {
+	case filepath.IsAbs(l.netns):
+		args = append([]string{"--net=" + l.netns, bin}, args...)
+		bin = "nsenter"
+	case l.netns != "":
 		args = append([]string{"netns", "exec", l.netns, bin}, args...)
 		bin = "ip"
 	}
