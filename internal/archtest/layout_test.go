@@ -77,9 +77,10 @@ func ours(path string) (string, bool) {
 func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
 
 // TestTheDaemonLinksOnlyProductCode: the edge binary links no lab, bench
-// or test-support package, not the fleet view, not the testing package
-// and not grpc-go, and cmd/edgeheal imports only agent (and its subpackages) and
-// configs of ours.
+// or test-support package, not the fleet view, not the testing package,
+// and none of the dependencies replaced for its weight (grpc-go,
+// client_golang and protobuf's runtime, text/template); cmd/edgeheal
+// imports only agent (and its subpackages) and configs of ours.
 func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 	p := goList(t, "-deps", "./cmd/edgeheal")
 	var bad []string
@@ -94,6 +95,13 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 			// probes speaks the two CRI calls itself: grpc-go was 2.9 MB of
 			// the binary and 3 MiB of its RSS (docs/performance.md).
 			bad = append(bad, d.ImportPath+" (the edge binary's weight: probes/cri_client.go speaks CRI without it)")
+		case under(d.ImportPath, "github.com/prometheus") || under(d.ImportPath, "google.golang.org/protobuf/proto") ||
+			under(d.ImportPath, "google.golang.org/protobuf/reflect"):
+			// agent/metrics writes the text format itself: client_golang
+			// with client_model, protobuf and procfs was 2.1 MB of the
+			// binary (docs/performance.md, "Binary size"). probes'
+			// CRI client uses only protobuf's protowire.
+			bad = append(bad, d.ImportPath+" (the edge binary's weight: agent/metrics writes the Prometheus text format itself)")
 		case d.ImportPath == "text/template" || d.ImportPath == "html/template":
 			// Its MethodByName keeps every exported method of every type
 			// in the binary: 2.8 MB (docs/performance.md, "Binary size").
