@@ -9,7 +9,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 15s
 BIN         := bin
 
-.PHONY: build test test-deps test-short lint fuzz bench bench-fleet bench-lab bench-lab-short demo package clean
+.PHONY: build test test-deps test-short lint fuzz bench bench-fleet bench-lab bench-lab-short footprint demo package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/edgeheal ./cmd/edgeheal
@@ -65,6 +65,12 @@ bench-lab: build
 
 bench-lab-short: build
 	$(BIN)/edgeheal-lab bench --parallel --short --edgeheal $(BIN)/edgeheal
+
+# edgeheal (a leaf and a 5,000-peer hub) and Debian's node_exporter side
+# by side in the lab's namespaces (root, about 2 minutes): RSS, peak, CPU,
+# size, goroutines and the ratios; results in bench/results/footprint-*.
+footprint: build
+	$(GO) test -run '^$$' -bench LabFootprint -benchtime 1x -timeout 15m ./lab/footprint/ -args -footprint.edgeheal $(CURDIR)/$(BIN)/edgeheal -footprint.results $(CURDIR)/bench/results
 
 # The agent's four packages and the fleet view's four (deb and rpm, amd64
 # and arm64) into dist/, with nfpm pinned in packaging/build.sh.
