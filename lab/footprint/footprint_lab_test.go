@@ -34,6 +34,7 @@ var (
 	resultsDir  = flag.String("footprint.results", "", "write footprint-<date>.{json,md} into this directory (bench/results)")
 	idle        = flag.Duration("footprint.idle", 60*time.Second, "the idle window after the scrapes")
 	hubPeers    = flag.Int("footprint.hub-peers", 5000, "peers of the hub's WireGuard interface")
+	agentEnv    = flag.String("footprint.env", "", "space-separated NAME=VALUE pairs added to both agents' environment (e.g. GOGC=25), to compare settings")
 	profileDir  = flag.String("footprint.profile", "", "with a daemon built with -tags profile: write each agent's heap and goroutine profiles at the end into DIR/leaf and DIR/hub")
 )
 
@@ -154,7 +155,7 @@ func run(b *testing.B, bin string) Result {
 	m := bench.DescribeMachine()
 	r := Result{Date: time.Now().UTC().Format(time.RFC3339), Commit: m.Commit, IdleSeconds: round3(window.Seconds()), Scrapes: scrapes,
 		Machine:    fmt.Sprintf("%s, %s, %d CPUs, %s, %s", m.OS, m.CPUModel, m.CPUs, m.Memory, m.GoVersion),
-		NodeExpVer: nodeExporterVersion()}
+		NodeExpVer: nodeExporterVersion(), AgentEnv: *agentEnv, Edgeheal: edgehealVersion(bin)}
 	for _, p := range procs {
 		r.Rows = append(r.Rows, p.row)
 	}
@@ -303,12 +304,13 @@ func startAgent(b *testing.B, p *proc, dir, name, cfg string) {
 	if out, err := exec.Command(p.bin, "config", "check", "--config", path).CombinedOutput(); err != nil {
 		b.Fatalf("edgeheal config check %s: %v\n%s", path, err, out)
 	}
+	p.env = strings.Fields(*agentEnv)
 	if *profileDir != "" {
 		pd := filepath.Join(*profileDir, name)
 		if err := os.MkdirAll(pd, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		p.env = []string{"EDGEHEAL_PROFILE_DIR=" + pd}
+		p.env = append(p.env, "EDGEHEAL_PROFILE_DIR="+pd)
 	}
 	start(b, p, "run", "--config", path, "--log-format", "json")
 }
@@ -444,6 +446,12 @@ func threads(pid int) int {
 		}
 	}
 	return 0
+}
+
+func edgehealVersion(bin string) string {
+	out, _ := exec.Command(bin, "version").Output()
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
 }
 
 func nodeExporterVersion() string {

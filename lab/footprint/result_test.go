@@ -112,7 +112,9 @@ type Result struct {
 	Date        string  `json:"date"`
 	Commit      string  `json:"commit"`
 	Machine     string  `json:"machine"`
+	Edgeheal    string  `json:"edgeheal_version"` // what `edgeheal version` printed
 	NodeExpVer  string  `json:"node_exporter_version"`
+	AgentEnv    string  `json:"agent_env,omitempty"` // -footprint.env
 	IdleSeconds float64 `json:"idle_seconds"`
 	Scrapes     int     `json:"scrapes"`
 	Rows        []Row   `json:"rows"` // node_exporter first
@@ -131,10 +133,13 @@ func ratio(a, b float64) string {
 // row's ratios to node_exporter (the first row) from the same run.
 func (r *Result) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Footprint: edgeheal and node_exporter side by side\n\n%s, commit `%s`, %s. node_exporter %s.\n"+
+	fmt.Fprintf(&b, "# Footprint: edgeheal and node_exporter side by side\n\n%s, commit `%s`, %s. edgeheal: `%s`; node_exporter %s.\n"+
 		"Each process: %d scrapes of `/metrics`, then %.0f s idle. Memory is the median of one sample a second over the idle window "+
 		"(peak RSS: the kernel's high-water mark); CPU is the idle window's.\n\n",
-		r.Date, r.Commit, r.Machine, r.NodeExpVer, r.Scrapes, r.IdleSeconds)
+		r.Date, r.Commit, r.Machine, r.Edgeheal, r.NodeExpVer, r.Scrapes, r.IdleSeconds)
+	if r.AgentEnv != "" {
+		fmt.Fprintf(&b, "Both agents ran with `%s` in their environment.\n\n", r.AgentEnv)
+	}
 	b.WriteString("| process | RSS | Pss | anonymous | file-backed | peak RSS | CPU per minute | binary | goroutines | threads |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range r.Rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.3f s | %.2f MB | %d | %d |\n", w.Name, mib(w.Memory.RssKiB), mib(w.Memory.PssKiB),
