@@ -62,7 +62,10 @@ for arch in $ARCHES; do
 	STAGE="$work/$arch"
 	mkdir -p "$STAGE" "$BIN/linux_$arch"
 	cp "$work/edgeheal.1.gz" "$work/README.md.gz" "$work/configuration.md.gz" "$work/operations.md.gz" "$STAGE/"
+	# Without inlining outside the runtime, as the Makefile builds it
+	# (docs/performance.md, "Inlining").
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
+		-gcflags=all=-l -gcflags=runtime= -gcflags=internal/runtime/...= \
 		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/edgeheal" ./cmd/edgeheal
 	cp "$BIN/linux_$arch/edgeheal" "$STAGE/edgeheal"
 	for fmt in deb rpm; do
