@@ -133,8 +133,9 @@ func (m *Metrics) Handler() http.Handler {
 
 // WriteText appends every family to b in the text format, in name
 // order. The values read from elsewhere (outbox, broker) are read first,
-// without the lock: the outbox may call ObserveEvent while it holds its
-// own. The lock is held while b is filled, never while a client reads.
+// without the lock, so that no other part's lock is ever taken while this
+// one is held. The lock is held while b is filled, never while a client
+// reads.
 func (m *Metrics) WriteText(b *bytes.Buffer) {
 	type entry struct {
 		name  string
