@@ -14,10 +14,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/template"
+
 	"text/template/parse"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/edgeheal/edgeheal/configs/internal/template"
 )
 
 // A fleet templates directory holds:
@@ -26,7 +28,9 @@ import (
 //	classes/<class>.yaml.tmpl {{define "name"}} overrides of base's blocks, nothing else
 //	sites/<site>.yaml         variables of one site (a YAML mapping)
 //
-// Templates are Go text/template with missingkey=error: a variable that no
+// Templates are Go text/template with missingkey=error (executed by
+// configs/internal/template: the same language without method calls on
+// data, which this data has none of): a variable that no
 // layer sets stops that node's rendering. A template sees
 //
 //	.Node.Name .Node.Site .Node.Class   from the inventory

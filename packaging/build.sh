@@ -63,15 +63,18 @@ gzip -9nc docs/fleet.md >"$work/fleet.md.gz"
 gzip -9nc packaging/kubernetes/edgeheal-kube.1 >"$work/edgeheal-kube.1.gz"
 
 # package ARCH NAME CONFIG FILE...: build ./cmd/NAME for ARCH into
-# BIN/linux_ARCH/NAME, stage it with the generated FILEs, and package the
-# stage as .deb and .rpm with the nfpm CONFIG.
+# BIN/linux_ARCH/NAME (with the go build flags in $gcflags, unquoted), stage
+# it with the generated FILEs, and package the stage as .deb and .rpm with
+# the nfpm CONFIG.
+gcflags=""
 package() {
 	arch=$1 name=$2 config=$3
 	shift 3
 	stage="$work/$name-$arch"
 	mkdir -p "$stage" "$BIN/linux_$arch"
 	for f in "$@"; do cp "$work/$f" "$stage/"; done
-	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false \
+	# shellcheck disable=SC2086 # $gcflags is a list of flags
+	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false $gcflags \
 		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/$name" "./cmd/$name"
 	cp "$BIN/linux_$arch/$name" "$stage/$name"
 	for fmt in deb rpm; do
@@ -80,7 +83,11 @@ package() {
 }
 
 for arch in $ARCHES; do
+	# The daemon without inlining outside the runtime, as the Makefile
+	# builds it (docs/performance.md, "Inlining").
+	gcflags="-gcflags=all=-l -gcflags=runtime= -gcflags=internal/runtime/...="
 	package "$arch" edgeheal packaging/nfpm.yaml edgeheal.1.gz README.md.gz configuration.md.gz operations.md.gz
+	gcflags=""
 	package "$arch" edgeheal-fleet packaging/fleet/nfpm.yaml edgeheal-fleet.1.gz fleet.md.gz
 	package "$arch" edgeheal-kube packaging/kubernetes/nfpm.yaml edgeheal-kube.1.gz
 done

@@ -3,8 +3,10 @@ package metrics
 import (
 	"flag"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/edgeheal/edgeheal/agent"
 )
@@ -43,11 +47,54 @@ func filledMetrics() *Metrics {
 	return m
 }
 
-func TestMetricNamesMatchTheGoldenList(t *testing.T) {
-	mfs, err := filledMetrics().Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
+// gather scrapes m's handler and parses the body with prometheus/common's
+// text parser, the one Prometheus itself uses: what it cannot read fails
+// the test. The families come back sorted by name.
+func gather(t *testing.T, m *Metrics) []*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if ct := rec.Header().Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
 	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	byName, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parsing the scrape: %v", err)
+	}
+	var mfs []*dto.MetricFamily
+	for _, mf := range byName {
+		mfs = append(mfs, mf)
+	}
+	sort.Slice(mfs, func(i, j int) bool { return mfs[i].GetName() < mfs[j].GetName() })
+	return mfs
+}
+
+// value is the value of the counter or gauge series name{labels} (labels
+// as "k=v" pairs in name order), and whether there is one.
+func value(mfs []*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			var l []string
+			for _, lp := range mt.GetLabel() {
+				l = append(l, lp.GetName()+"="+lp.GetValue())
+			}
+			if slices.Equal(l, labels) {
+				if c := mt.GetCounter(); c != nil {
+					return c.GetValue(), true
+				}
+				return mt.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func TestMetricNamesMatchTheGoldenList(t *testing.T) {
+	mfs := gather(t, filledMetrics())
 	var lines []string
 	for _, mf := range mfs {
 		if !strings.HasPrefix(mf.GetName(), "edgeheal_") {
@@ -78,17 +125,7 @@ func TestMetricNamesMatchTheGoldenList(t *testing.T) {
 }
 
 func TestMetricsPassPromlint(t *testing.T) {
-	mfs, err := filledMetrics().Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ours = mfs[:0]
-	for _, mf := range mfs {
-		if strings.HasPrefix(mf.GetName(), "edgeheal_") {
-			ours = append(ours, mf)
-		}
-	}
-	problems, err := promlint.NewWithMetricFamilies(ours).Lint()
+	problems, err := promlint.NewWithMetricFamilies(gather(t, filledMetrics())).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +138,7 @@ func TestCheckSeriesFollowTheChecks(t *testing.T) {
 	m := New(Options{Version: "x"})
 	m.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true}, {Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}})
 	m.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false}})
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := gather(t, m)
 	var got []string
 	for _, mf := range mfs {
 		if mf.GetName() != "edgeheal_check_state" && mf.GetName() != "edgeheal_check_healthy" {
@@ -132,20 +166,18 @@ func TestEventsAreCountedByKindAndDeriveTheirCounters(t *testing.T) {
 	m.ObserveEvent(agent.Event{Kind: "action", Action: "handshake", Result: "changed"})
 	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
 	m.ObserveEvent(agent.Event{Kind: agent.EventOutboxError})
+	mfs := gather(t, m)
 	for _, tt := range []struct {
-		name string
-		c    interface{ Write(*dto.Metric) error }
+		name   string
+		metric string
+		labels []string
 	}{
-		{"remediations handshake/changed", m.remediations.WithLabelValues("handshake", "changed")},
-		{"offload drift wwan0", m.offloadDrift.WithLabelValues("wwan0")},
-		{"events outbox-error", m.events.WithLabelValues(agent.EventOutboxError)},
+		{"remediations handshake/changed", "edgeheal_remediations_total", []string{"action=handshake", "result=changed"}},
+		{"offload drift wwan0", "edgeheal_offload_drift_total", []string{"link=wwan0"}},
+		{"events outbox-error", "edgeheal_events_total", []string{"kind=" + agent.EventOutboxError}},
 	} {
-		var out dto.Metric
-		if err := tt.c.Write(&out); err != nil {
-			t.Fatal(err)
-		}
-		if got := out.GetCounter().GetValue(); got != 1 {
-			t.Errorf("%s = %g, want 1", tt.name, got)
+		if got, ok := value(mfs, tt.metric, tt.labels...); !ok || got != 1 {
+			t.Errorf("%s = %g (present %v), want 1", tt.name, got, ok)
 		}
 	}
 }
@@ -156,11 +188,7 @@ func TestAnOffloadFightCountsEveryFlip(t *testing.T) {
 	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "started", Target: "wwan0", Evidence: map[string]any{"new_fixes": 1}})
 	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "ongoing", Target: "wwan0", Evidence: map[string]any{"new_fixes": 598}})
 	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "ended", Target: "wwan0", Evidence: map[string]any{"new_fixes": float64(10)}})
-	var out dto.Metric
-	if err := m.offloadDrift.WithLabelValues("wwan0").Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	if got := out.GetCounter().GetValue(); got != 610 {
+	if got, _ := value(gather(t, m), "edgeheal_offload_drift_total", "link=wwan0"); got != 610 {
 		t.Errorf("drift counter = %g after a fight of 610 flips", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,6 +114,25 @@ func TestLabPackagedUnitUnderRealSystemd(t *testing.T) {
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("%s = %q, want %q", k, got[k], v)
+			}
+		}
+	})
+
+	t.Run("the agent runs with the unit's memory settings", func(t *testing.T) {
+		env, err := os.ReadFile(s.Path(fmt.Sprintf("/proc/%d/environ", first.mainPID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(env), "\x00"), "GOMEMLIMIT=64MiB") {
+			t.Errorf("the agent's environment has no GOMEMLIMIT=64MiB: %q", strings.ReplaceAll(string(env), "\x00", " "))
+		}
+		for name, want := range map[string]uint64{"MemoryHigh": 96 << 20, "MemoryMax": 160 << 20} {
+			p, err := conn.GetServicePropertyContext(ctx, "edgeheal.service", name)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if got, _ := p.Value.Value().(uint64); got != want {
+				t.Errorf("%s = %v, want %d", name, p.Value.Value(), want)
 			}
 		}
 	})
