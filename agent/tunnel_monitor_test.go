@@ -378,47 +378,50 @@ func TestTunnelMonitorDoesNotForceAHandshakeOverOneWireGuardJustCompleted(t *tes
 
 // A blackhole longer than the session's 180 s: the host path is watched
 // every 250 ms while the peer is held, and its handshake is forced as soon
-// as the path answers, not a round's probe timeout later.
+// as the path answers, not a round's probe timeout later. With probes that
+// take their whole timeout, as real ones do, the rounds are back to back,
+// each waiting on its tunnel probe, and the path's answer cuts the probe
+// in progress short instead of waiting for it.
 func TestTunnelMonitorForcesAnExpiredSessionsHandshakeAsSoonAsThePathAnswers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
-		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
-		defer h.stop()
-		h.at(10*tsec + tsec/2)
-		w.set(func(w *tunnelWorld) { w.dark, w.hostDark, w.fixedBy = true, true, "handshake" })
-		h.at(200*tsec + 3*tsec/10)
-		h.wantChanges("during the blackhole")
-		w.set(func(w *tunnelWorld) { w.hostDark = false })
-		h.at(210 * tsec)
-		h.wantChanges("after the path returned", handshakePeer0)
-		h.wantEvents("after the path returned",
-			"13s incident "+tunnelPeer0+" opened",
-			"13s action wg0 reassert unchanged",
-			"13s uplink-outage "+tunnelPeer0+" held",
-			"3m20.5s action "+tunnelPeer0+" handshake changed",
-			"3m20.5s recovered "+tunnelPeer0+" ok")
-	})
-}
-
-// The same with probes that take their whole timeout, as real ones do: the
-// rounds are back to back, each waiting on its tunnel probe, and the path's
-// answer cuts the probe in progress short instead of waiting for it.
-func TestTunnelMonitorCutsARoundsProbeShortWhenThePathAnswers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
-		w.net.waits = true
-		h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
-		defer h.stop()
-		h.at(10*tsec + tsec/2)
-		w.set(func(w *tunnelWorld) { w.dark, w.hostDark, w.fixedBy = true, true, "handshake" })
-		h.at(200*tsec + 3*tsec/10)
-		h.wantChanges("during the blackhole")
-		w.set(func(w *tunnelWorld) { w.hostDark = false })
-		h.at(200*tsec + 6*tsec/10)
-		h.wantChanges("0.3 s after the path returned", handshakePeer0)
-		h.at(210 * tsec)
-		h.wantState("after the path returned", 0, PeerOK)
-	})
+	for _, waits := range []bool{false, true} {
+		t.Run(fmt.Sprintf("probes wait out their timeout: %v", waits), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newTunnelWorld(1, 20*tsec)
+				w.net.waits = waits
+				h := startTunnelMonitor(t, w, tunnelTestConfig(), tunnelTestPolicy(), false)
+				defer h.stop()
+				h.at(10*tsec + tsec/2)
+				w.set(func(w *tunnelWorld) { w.dark, w.hostDark, w.fixedBy = true, true, "handshake" })
+				h.at(200*tsec + 3*tsec/10)
+				h.wantChanges("during the blackhole")
+				w.set(func(w *tunnelWorld) { w.hostDark = false })
+				h.at(200*tsec + 6*tsec/10)
+				h.wantChanges("0.3 s after the path returned", handshakePeer0)
+				h.at(210 * tsec)
+				h.wantState("after the path returned", 0, PeerOK)
+				if !waits {
+					h.wantEvents("after the path returned",
+						"13s incident "+tunnelPeer0+" opened",
+						"13s action wg0 reassert unchanged",
+						"13s uplink-outage "+tunnelPeer0+" held",
+						"3m20.5s action "+tunnelPeer0+" handshake changed",
+						"3m20.5s recovered "+tunnelPeer0+" ok")
+					return
+				}
+				// Rounds wait on their probes: the incident's timing differs,
+				// the handshake's must not.
+				var at []time.Duration
+				for _, ev := range h.ev.all() {
+					if ev.Action == "handshake" {
+						at = append(at, ev.Time.Sub(h.t0))
+					}
+				}
+				if len(at) != 1 || at[0] != 200*tsec+tsec/2 {
+					t.Errorf("handshakes at %v, want one at 3m20.5s; events %v", at, h.ev.lines())
+				}
+			})
+		})
+	}
 }
 
 func TestTunnelMonitorBlamesAClockThatSteppedBackInsteadOfForcingHandshakes(t *testing.T) {
