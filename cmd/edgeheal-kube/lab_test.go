@@ -346,32 +346,8 @@ func build(t *testing.T, pkg string) string {
 // and ends it by PID when the test ends.
 func startIn(t *testing.T, l *lab.Lab, name, dir, bin string, args ...string) *exec.Cmd {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command("ip", append([]string{"netns", "exec", l.NetnsName(lab.Edge), bin}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			out, _ := os.ReadFile(logf.Name())
-			t.Logf("%s log:\n%s", name, out)
-		}
-	})
+	testsupport.StartLogged(t, name, filepath.Join(dir, name+".log"), cmd)
 	return cmd
 }
 

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -254,32 +253,8 @@ func startView(b testing.TB, bin, broker string) *view {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("mqtt: {broker: %q, client_id: scale-view}\nlisten: %s\n", broker, addr)), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "view.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	cmd := testsupport.Command(bin, "run", "--config", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM) // by its PID
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if b.Failed() {
-			out, _ := os.ReadFile(logf.Name())
-			b.Logf("edgeheal-fleet log:\n%s", out)
-		}
-	})
+	testsupport.StartLogged(b, "edgeheal-fleet", filepath.Join(dir, "view.log"), cmd)
 	return &view{cmd: cmd, base: "http://" + addr}
 }
 

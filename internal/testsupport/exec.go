@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // ExecEnv names the environment variable that holds the command which runs
@@ -50,4 +52,38 @@ func RequireBinaryFor(t testing.TB, path, build string) {
 	if want, ok := elfMachine[runtime.GOARCH]; ok && f.Machine != want {
 		t.Skipf("%s is built for %v, this test for %s: run `%s` first", path, f.Machine, runtime.GOARCH, build)
 	}
+}
+
+// StartLogged starts cmd with its output in the file logPath, killed with
+// the test's process if that dies (Pdeathsig), and ends it by its PID when
+// t ends: SIGTERM, then SIGKILL after 10 s. When t failed, the log is
+// printed under name.
+func StartLogged(t testing.TB, name, logPath string, cmd *exec.Cmd) {
+	t.Helper()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("%s log:\n%s", name, out)
+		}
+	})
 }
