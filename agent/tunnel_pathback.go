@@ -41,30 +41,39 @@ func (m *TunnelMonitor) watchPathBack(ctx context.Context, target string) {
 	}
 	m.watching[target] = true
 	m.watchers.Go(func() {
-		defer func() {
-			m.mu.Lock()
-			delete(m.watching, target)
-			m.mu.Unlock()
-		}()
-		tick := time.NewTicker(pathWatchEvery)
-		defer tick.Stop()
-		for range int(pathWatchFor / pathWatchEvery) {
-			r := m.os.Net.Tunnel(ctx, target, pathWatchEvery)
-			if r.Err == nil && (r.OK || r.Answered) {
-				m.log.Info("host path answers again: the ladder runs now", "target", target)
-				select {
-				case m.pathBack <- struct{}{}:
-				default: // one is pending already
-				}
-				return
-			}
+		answered := m.watchOnce(ctx, target)
+		// Forgotten before the signal: the round it starts must probe the
+		// path itself (guards), not take it for still watched.
+		m.mu.Lock()
+		delete(m.watching, target)
+		m.mu.Unlock()
+		if answered {
+			m.log.Info("host path answers again: the ladder runs now", "target", target)
 			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
+			case m.pathBack <- struct{}{}:
+			default: // one is pending already
 			}
 		}
 	})
+}
+
+// watchOnce probes target every pathWatchEvery until it answers (true),
+// ctx ends or pathWatchFor has passed.
+func (m *TunnelMonitor) watchOnce(ctx context.Context, target string) bool {
+	tick := time.NewTicker(pathWatchEvery)
+	defer tick.Stop()
+	for range int(pathWatchFor / pathWatchEvery) {
+		r := m.os.Net.Tunnel(ctx, target, pathWatchEvery)
+		if r.Err == nil && (r.OK || r.Answered) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return false
 }
 
 // watched reports whether target's return is being watched.
