@@ -4,7 +4,12 @@
 // (exec.go, evalField). Parsing is the standard library's
 // text/template/parse, so the template language is the same; only
 // method calls on data are gone, and fleet templates' data has none
-// (configs/render.go).
+// (configs/render.go). Two additions for edgeheal render's speed: a
+// writer that implements ValueWriter is given each printed value apart
+// from the template's text (exec.go, printValue), which render uses to
+// parse a rendered file once per shape (configs/render_shape.go); and a
+// function of type func(any) (string, error) is called directly rather
+// than through reflect.Value.Call (funcs.go, safeCall).
 //
 // Why: a reachable call of reflect.Value.MethodByName with a name not
 // known at build time makes the Go linker keep every exported method of

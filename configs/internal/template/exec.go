@@ -1102,10 +1102,27 @@ func (s *state) printValue(n parse.Node, v reflect.Value) {
 	if !ok {
 		s.errorf("can't print %s of type %s", n, v.Type())
 	}
-	_, err := fmt.Fprint(s.wr, iface)
+	// edgeheal: a writer that tells printed values from the template's
+	// text gets each value on its own (ValueWriter).
+	var err error
+	if vw, ok := s.wr.(ValueWriter); ok {
+		err = vw.WriteValue(fmt.Sprint(iface))
+	} else {
+		_, err = fmt.Fprint(s.wr, iface)
+	}
 	if err != nil {
 		s.writeError(err)
 	}
+}
+
+// ValueWriter is a writer that is told which output is a printed value
+// (an action's result) rather than the template's own text: Execute calls
+// WriteValue with the value's text, as fmt.Sprint formats it, and Write
+// for everything else. edgeheal render uses it to find the values in a
+// rendered file (configs/render_shape.go). Not in text/template.
+type ValueWriter interface {
+	io.Writer
+	WriteValue(text string) error
 }
 
 // printableValue returns the, possibly indirected, interface value inside v that

@@ -363,6 +363,13 @@ func safeCall(fun reflect.Value, args []reflect.Value) (val reflect.Value, err e
 			}
 		}
 	}()
+	// edgeheal: edgeheal render's functions (quote, json) are
+	// func(any) (string, error); called directly, without
+	// reflect.Value.Call, which was half of their cost (configs/render.go).
+	if f, ok := fun.Interface().(func(any) (string, error)); ok && len(args) == 1 {
+		s, err := f(args[0].Interface())
+		return reflect.ValueOf(s), err
+	}
 	ret := fun.Call(args)
 	if len(ret) == 2 && !ret[1].IsNil() {
 		return ret[0], ret[1].Interface().(error)

@@ -2,6 +2,7 @@ package template
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -32,6 +33,19 @@ func testData() fleetData {
 
 func quote(v any) string { return fmt.Sprintf("%q", fmt.Sprint(v)) }
 
+// strict has the type the fork calls without reflection (funcs.go,
+// safeCall): its results, its error and its panic must come out as
+// text/template gives them.
+func strict(v any) (string, error) {
+	switch v {
+	case nil:
+		return "", errors.New("strict: the value is null")
+	case "boom":
+		panic("strict: boom")
+	}
+	return fmt.Sprint(v), nil
+}
+
 // must is helper.go's Must, which the copy leaves out.
 func must(t *Template, err error) *Template {
 	if err != nil {
@@ -53,6 +67,9 @@ func TestTheForkRendersWhatTextTemplateRenders(t *testing.T) {
 		{"if, else if, with, and comparisons", "{{if eq .Node.Class \"hub\"}}hub{{else if ne .Node.Class \"\"}}{{.Node.Class}}{{end}} {{with .Vars.broker}}{{.host}}{{end}} {{if and (not .Vars.debug) (gt .Vars.ratio 0.1)}}on{{end}}"},
 		{"variables, pipelines and printf", "{{$n := .Node.Name}}{{$n | printf \"%q\"}} {{len .Vars.peers}} {{index .Vars.peers 1}} {{slice .Vars.peers 1 2}}"},
 		{"functions from the FuncMap", "{{quote .Vars.broker.host}} {{.Node.Site | quote}}"},
+		{"a func(any) (string, error)", "{{strict .Node.Name}} {{.Vars.broker.port | strict}} {{strict .Vars.peers}}"},
+		{"a func(any) (string, error) that fails", "{{strict .Node.Name}} {{strict nil}}"},
+		{"a func(any) (string, error) that panics", "{{strict \"boom\"}}"},
 		{"block and define", "{{block \"uplinks\" .}}default {{.Node.Name}}{{end}}|{{template \"uplinks\" .}}"},
 		{"break and continue", "{{range .Vars.peers}}{{if eq . \"b\"}}{{continue}}{{end}}{{if eq . \"c\"}}{{break}}{{end}}{{.}}{{end}}"},
 		{"trim markers and comments", "a  {{- /* note */ -}}  b"},
@@ -63,13 +80,13 @@ func TestTheForkRendersWhatTextTemplateRenders(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			data := testData()
 			var want bytes.Buffer
-			std, err := stdtemplate.New("t").Option("missingkey=error").Funcs(stdtemplate.FuncMap{"quote": quote}).Parse(tt.text)
+			std, err := stdtemplate.New("t").Option("missingkey=error").Funcs(stdtemplate.FuncMap{"quote": quote, "strict": strict}).Parse(tt.text)
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantErr := std.Execute(&want, data)
 			var got bytes.Buffer
-			ours, err := New("t").Option("missingkey=error").Funcs(FuncMap{"quote": quote}).Parse(tt.text)
+			ours, err := New("t").Option("missingkey=error").Funcs(FuncMap{"quote": quote, "strict": strict}).Parse(tt.text)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,5 +121,32 @@ func TestAMethodOfTheDataIsNotCalled(t *testing.T) {
 	got.Reset()
 	if err := must(New("t").Parse("{{.at}}")).Execute(&got, data); err != nil || got.String() != "2026-05-01 00:00:00 +0000 UTC" {
 		t.Errorf("{{.at}} rendered %q, %v", got.String(), err)
+	}
+}
+
+// valueLog is a ValueWriter that logs what it is given.
+type valueLog struct{ log []string }
+
+func (v *valueLog) Write(p []byte) (int, error) {
+	v.log = append(v.log, "text "+string(p))
+	return len(p), nil
+}
+
+func (v *valueLog) WriteValue(text string) error {
+	v.log = append(v.log, "value "+text)
+	return nil
+}
+
+// A ValueWriter gets the template's text by Write and each printed value
+// by WriteValue, as fmt.Sprint formats it.
+func TestAValueWriterIsGivenEachValueApart(t *testing.T) {
+	var got valueLog
+	text := "name: {{.Node.Name}} port: {{.Vars.broker.port}}{{if .Vars.debug}}x{{end}} {{quote .Node.Site}}\n"
+	if err := must(New("t").Funcs(FuncMap{"quote": quote}).Parse(text)).Execute(&got, testData()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"text name: ", "value edge-1", "text  port: ", "value 8883", "text  ", `value "plant-7"`, "text \n"}
+	if strings.Join(got.log, "|") != strings.Join(want, "|") {
+		t.Errorf("writes %q, want %q", got.log, want)
 	}
 }
