@@ -17,17 +17,12 @@ import (
 // with aliases expanded, recording each node's file. Duplicate keys are
 // problems.
 func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(src.Data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
+	doc := src.doc
+	if doc == nil {
+		var err error
+		if doc, err = parseDocument(src.Name, src.Data); err != nil || doc == nil {
+			return nil, err
 		}
-		return nil, Problem{File: src.Name, Reason: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, Problem{File: src.Name, Reason: "more than one YAML document; put each layer in its own file"}
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil
@@ -45,6 +40,24 @@ func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
 		return nil, Problem{File: src.Name, Reason: fmt.Sprintf("the top level must be a mapping of keys (version, node, uplinks, ...), not %s", kindName(out))}
 	}
 	return out, nil
+}
+
+// parseDocument parses a file that must hold at most one YAML document:
+// nil for an empty file.
+func parseDocument(name string, data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, Problem{File: name, Reason: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, Problem{File: name, Reason: "more than one YAML document; put each layer in its own file"}
+	}
+	return &doc, nil
 }
 
 // An expander resolves the aliases of one freshly parsed layer, checks it

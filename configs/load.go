@@ -40,6 +40,10 @@ const maxNodes = 20_000
 type Source struct {
 	Name string
 	Data []byte
+
+	// doc, when set, is Data already parsed (a fresh tree nothing else
+	// holds): edgeheal render's shapes, configs/render_shape.go.
+	doc *yaml.Node
 }
 
 // Problem is one thing wrong with the configuration.
@@ -129,7 +133,13 @@ func validate(srcs ...Source) (*Config, error) {
 	if err == nil {
 		return cfg, nil
 	}
-	if _, full := build(buildNoRevision, srcs...); full != nil {
+	// The full build parses the bytes again: a tree given in doc was
+	// changed by the first build, and the bytes are what a problem names.
+	again := make([]Source, len(srcs))
+	for i, src := range srcs {
+		again[i] = Source{Name: src.Name, Data: src.Data}
+	}
+	if _, full := build(buildNoRevision, again...); full != nil {
 		return nil, full
 	}
 	return nil, err // not reached while both builds agree
@@ -142,7 +152,7 @@ func build(mode buildMode, srcs ...Source) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
 	}
-	root := cloneTree(defaults)
+	root := shallowCopy(defaults) // its nodes are shared, never changed (mergeOver)
 	var problems []error
 	var names []string
 	for _, src := range srcs {
@@ -153,7 +163,7 @@ func build(mode buildMode, srcs ...Source) (*Config, error) {
 			continue
 		}
 		if layer != nil {
-			mergeMaps(root, layer)
+			root = mergeOver(root, layer)
 		}
 	}
 	if len(problems) > 0 {
@@ -210,22 +220,38 @@ func revision(c *Config) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// mergeMaps merges src into dst: a key present in both merges when both values
-// are mappings; otherwise src's value (scalar, list, or a mapping replacing a
-// non-mapping) replaces dst's.
-func mergeMaps(dst, src *yaml.Node) {
+// mergeOver is src merged over dst: a key present in both merges when both
+// values are mappings; otherwise src's value (scalar, list, or a mapping
+// replacing a non-mapping) replaces dst's. dst is not changed: the result
+// is a new mapping, and so is every mapping both have, down to where they
+// differ; everything else is shared with dst and src. So every Build
+// shares the parsed defaults rather than copying them (copying them was
+// a tenth of edgeheal render, docs/performance.md), and nothing after the
+// merge may change a node it did not make (applyElementDefaults copies a
+// list before it changes one).
+func mergeOver(dst, src *yaml.Node) *yaml.Node {
+	out := shallowCopy(dst)
 	for i := 0; i+1 < len(src.Content); i += 2 {
 		k, v := src.Content[i], src.Content[i+1]
-		j := keyIndex(dst, k.Value)
+		j := keyIndex(out, k.Value)
 		switch {
 		case j < 0:
-			dst.Content = append(dst.Content, k, v)
-		case dst.Content[j+1].Kind == yaml.MappingNode && v.Kind == yaml.MappingNode:
-			mergeMaps(dst.Content[j+1], v)
+			out.Content = append(out.Content, k, v)
+		case out.Content[j+1].Kind == yaml.MappingNode && v.Kind == yaml.MappingNode:
+			out.Content[j+1] = mergeOver(out.Content[j+1], v)
 		default:
-			dst.Content[j], dst.Content[j+1] = k, v
+			out.Content[j], out.Content[j+1] = k, v
 		}
 	}
+	return out
+}
+
+// shallowCopy is a new node like n with its own content list (of the same
+// nodes).
+func shallowCopy(n *yaml.Node) *yaml.Node {
+	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
+	c.Content = append(make([]*yaml.Node, 0, len(n.Content)+2), n.Content...)
+	return c
 }
 
 func keyIndex(m *yaml.Node, key string) int {
@@ -238,7 +264,8 @@ func keyIndex(m *yaml.Node, key string) int {
 }
 
 // embeddedDefaults parses the embedded defaults and element defaults once;
-// every Build works on copies (cloneTree, copyTree), never on these.
+// every Build shares them and never changes them (mergeOver). The
+// element defaults have line 0, so that origins show no line for them.
 var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) {
 	type parsed struct{ defaults, elements *yaml.Node }
 	once := sync.OnceValues(func() (parsed, error) {
@@ -250,6 +277,9 @@ var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) 
 		if err != nil {
 			return parsed{}, fmt.Errorf("element defaults: %w", err)
 		}
+		for i := 1; i < len(e.Content); i += 2 {
+			noLines(e.Content[i])
+		}
 		return parsed{d, e}, nil
 	})
 	return func() (*yaml.Node, *yaml.Node, error) {
@@ -257,6 +287,14 @@ var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) 
 		return p.defaults, p.elements, err
 	}
 }()
+
+// noLines sets the line and column of every node under n to 0.
+func noLines(n *yaml.Node) {
+	n.Line, n.Column = 0, 0
+	for _, c := range n.Content {
+		noLines(c)
+	}
+}
 
 // layerNodesHint is about how many nodes the sources' trees hold (a
 // rendered node file: one per 14 bytes), so that build's files map is
@@ -271,21 +309,6 @@ func layerNodesHint(srcs []Source) int {
 	return n
 }
 
-// cloneTree copies the parsed defaults exactly (lines included, so origins
-// read as they did when the defaults were parsed for each Build). Its
-// nodes are not put in files: a node missing there is from the defaults
-// (walker.file).
-func cloneTree(n *yaml.Node) *yaml.Node {
-	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
-	if len(n.Content) > 0 {
-		c.Content = make([]*yaml.Node, len(n.Content))
-		for i, e := range n.Content {
-			c.Content[i] = cloneTree(e)
-		}
-	}
-	return c
-}
-
 // applyElementDefaults merges each element of the uplinks, tunnels and
 // workloads lists over that list's element defaults, defs.
 func applyElementDefaults(root, defs *yaml.Node, files map[*yaml.Node]string) {
@@ -296,12 +319,15 @@ func applyElementDefaults(root, defs *yaml.Node, files map[*yaml.Node]string) {
 			continue // missing or wrong kind: the schema walk reports it
 		}
 		seq := root.Content[j+1]
+		if _, own := files[seq]; !own && len(seq.Content) > 0 {
+			seq = shallowCopy(seq) // the defaults' list: shared by every Build
+			root.Content[j+1] = seq
+		}
 		for e, elem := range seq.Content {
 			if elem.Kind != yaml.MappingNode {
 				continue
 			}
-			base := copyTree(def)
-			mergeMaps(base, elem)
+			base := mergeOver(def, elem)
 			if f, ok := files[elem]; ok { // else elem is from the defaults, and so is base
 				files[base] = f
 			}
@@ -309,19 +335,6 @@ func applyElementDefaults(root, defs *yaml.Node, files map[*yaml.Node]string) {
 			seq.Content[e] = base
 		}
 	}
-}
-
-// copyTree copies a defaults tree with line 0, so origins show no line for
-// defaults; like cloneTree it leaves its nodes out of files.
-func copyTree(n *yaml.Node) *yaml.Node {
-	c := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value}
-	if len(n.Content) > 0 {
-		c.Content = make([]*yaml.Node, len(n.Content))
-		for i, e := range n.Content {
-			c.Content[i] = copyTree(e)
-		}
-	}
-	return c
 }
 
 func joinKey(path, key string) string {

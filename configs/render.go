@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -290,9 +291,16 @@ func ParseInventory(name string, data []byte) (*Inventory, error) {
 // listing every failing node with its reason. The same inputs give the same
 // bytes.
 func (f *Fleet) Render(inv *Inventory) ([]Rendered, error) {
+	return f.render(inv, newShapeCache())
+}
+
+// render is Render, parsing each shape of file once with shapes
+// (configs/render_shape.go), or every file from its bytes when shapes is
+// nil.
+func (f *Fleet) render(inv *Inventory, shapes *shapeCache) ([]Rendered, error) {
 	nodes := append([]InventoryNode(nil), inv.Nodes...)
 	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	data, errs := f.renderAll(inv.Vars, nodes)
+	data, errs := f.renderAll(inv.Vars, nodes, shapes)
 	var out []Rendered
 	var failed []NodeError
 	for i, n := range nodes {
@@ -317,11 +325,11 @@ func (f *Fleet) Render(inv *Inventory) ([]Rendered, error) {
 // independent (the templates are only read, each Build has its own
 // trees), and validation is most of the cost (docs/performance.md,
 // "edgeheal render at fleet scale"). Results keep the order of nodes.
-func (f *Fleet) renderAll(fleetVars map[string]any, nodes []InventoryNode) ([][]byte, []error) {
+func (f *Fleet) renderAll(fleetVars map[string]any, nodes []InventoryNode, shapes *shapeCache) ([][]byte, []error) {
 	data := make([][]byte, len(nodes))
 	errs := make([]error, len(nodes))
 	forEach(len(nodes), runtime.GOMAXPROCS(0), func(i int) {
-		data[i], errs[i] = f.renderNode(fleetVars, nodes[i], nodes[i].Name+".yaml")
+		data[i], errs[i] = f.renderNode(fleetVars, nodes[i], nodes[i].Name+".yaml", shapes)
 	})
 	return data, errs
 }
@@ -341,7 +349,7 @@ func forEach(n, workers int, do func(i int)) {
 	wg.Wait()
 }
 
-func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file string) ([]byte, error) {
+func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file string, shapes *shapeCache) ([]byte, error) {
 	if !nodeNameRe.MatchString(n.Name) {
 		return nil, fmt.Errorf("name %q: use letters, digits, '.', '_' and '-' (it is the file name and node.name)", n.Name)
 	}
@@ -371,21 +379,36 @@ func (f *Fleet) renderNode(fleetVars map[string]any, n InventoryNode, file strin
 		Vars map[string]any
 	}{Vars: vars}
 	data.Node.Name, data.Node.Site, data.Node.Class = n.Name, n.Site, n.Class
+	var out io.Writer
 	var buf bytes.Buffer
-	if err := ct.t.ExecuteTemplate(&buf, BaseTemplate, data); err != nil {
+	var w *shapeWriter
+	if shapes != nil {
+		w = &shapeWriter{nonce: shapes.nonce}
+		out = w
+	} else {
+		out = &buf
+	}
+	if err := ct.t.ExecuteTemplate(out, BaseTemplate, data); err != nil {
 		return nil, fmt.Errorf("rendering: %w", err)
 	}
-	if bytes.Contains(buf.Bytes(), []byte("<no value>")) {
+	src := Source{Name: file, Data: buf.Bytes()}
+	if w != nil {
+		src.Data = w.file.Bytes()
+	}
+	if bytes.Contains(src.Data, []byte("<no value>")) {
 		return nil, errors.New("rendering: a variable is null (renders as <no value>): give it a value")
 	}
-	cfg, err := validate(Source{Name: file, Data: buf.Bytes()})
+	if w != nil {
+		src.doc = shapes.tree(w.shape.Bytes(), w.values)
+	}
+	cfg, err := validate(src)
 	if err != nil {
 		return nil, fmt.Errorf("invalid:\n%w", err)
 	}
 	if cfg.Node.Name != n.Name {
 		return nil, fmt.Errorf("renders node.name %q, want the inventory name %q: base must set node.name to .Node.Name", cfg.Node.Name, n.Name)
 	}
-	return buf.Bytes(), nil
+	return src.Data, nil
 }
 
 // mergeVars merges src over dst: maps merge key by key, anything else is
