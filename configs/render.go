@@ -291,16 +291,82 @@ func ParseInventory(name string, data []byte) (*Inventory, error) {
 // listing every failing node with its reason. The same inputs give the same
 // bytes.
 func (f *Fleet) Render(inv *Inventory) ([]Rendered, error) {
-	return f.render(inv, newShapeCache())
+	return f.render(inv, newShapeCache(), nil)
+}
+
+// RenderInto is Render, then WriteRendered into dir, with each node's file
+// staged (compared, and written to its temporary file) while the other
+// nodes render: on two cores that takes a third off rendering 10,000
+// nodes into an empty directory (docs/performance.md, "edgeheal render at
+// fleet scale"). What ends up in dir is the same: when any node fails, no
+// file is replaced (the temporary files are removed, and dir itself when
+// this call made it), and the error is the *RenderError; otherwise as
+// WriteRendered, whose errors it returns.
+func (f *Fleet) RenderInto(inv *Inventory, dir string) ([]Rendered, []bool, error) {
+	made := missingDirs(dir)
+	mkErr := os.MkdirAll(dir, 0o755)
+	st := newStaging(dir, len(inv.Nodes))
+	type rendered struct {
+		i int
+		r Rendered
+	}
+	ready := make(chan rendered, len(inv.Nodes)) // never blocks a renderer
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// One goroutine is enough: creating files in one directory is
+		// serialised by the kernel, and the cores are rendering.
+		failed := mkErr != nil
+		for it := range ready {
+			if !failed {
+				st.stage(it.i, it.r)
+				failed = st.errs[it.i] != nil // a full disk: stop trying
+			}
+		}
+	})
+	files, err := f.render(inv, newShapeCache(), func(i int, r Rendered) { ready <- rendered{i, r} })
+	close(ready)
+	wg.Wait()
+	if err != nil {
+		st.abort()
+		for _, d := range made {
+			os.Remove(d) // made by this call, now empty again
+		}
+		return nil, nil, err
+	}
+	if mkErr != nil {
+		return nil, nil, fmt.Errorf("creating output directory: %w", mkErr)
+	}
+	written, err := st.commit(files)
+	if err != nil {
+		return nil, nil, err
+	}
+	return files, written, nil
+}
+
+// missingDirs lists dir and each of its parents that does not exist, dir
+// first: what MkdirAll(dir) would make.
+func missingDirs(dir string) []string {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			return missing
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			return missing
+		}
+	}
 }
 
 // render is Render, parsing each shape of file once with shapes
 // (configs/render_shape.go), or every file from its bytes when shapes is
-// nil.
-func (f *Fleet) render(inv *Inventory, shapes *shapeCache) ([]Rendered, error) {
+// nil. each, when set, is called with every node that rendered and
+// validated, as soon as it has, with its index among the nodes sorted by
+// name (which is its index in the result when no node fails).
+func (f *Fleet) render(inv *Inventory, shapes *shapeCache, each func(i int, r Rendered)) ([]Rendered, error) {
 	nodes := append([]InventoryNode(nil), inv.Nodes...)
 	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	data, errs := f.renderAll(inv.Vars, nodes, shapes)
+	data, errs := f.renderAll(inv.Vars, nodes, shapes, each)
 	var out []Rendered
 	var failed []NodeError
 	for i, n := range nodes {
@@ -325,11 +391,15 @@ func (f *Fleet) render(inv *Inventory, shapes *shapeCache) ([]Rendered, error) {
 // independent (the templates are only read, each Build has its own
 // trees), and validation is most of the cost (docs/performance.md,
 // "edgeheal render at fleet scale"). Results keep the order of nodes.
-func (f *Fleet) renderAll(fleetVars map[string]any, nodes []InventoryNode, shapes *shapeCache) ([][]byte, []error) {
+func (f *Fleet) renderAll(fleetVars map[string]any, nodes []InventoryNode, shapes *shapeCache, each func(i int, r Rendered)) ([][]byte, []error) {
 	data := make([][]byte, len(nodes))
 	errs := make([]error, len(nodes))
 	forEach(len(nodes), runtime.GOMAXPROCS(0), func(i int) {
-		data[i], errs[i] = f.renderNode(fleetVars, nodes[i], nodes[i].Name+".yaml", shapes)
+		file := nodes[i].Name + ".yaml"
+		data[i], errs[i] = f.renderNode(fleetVars, nodes[i], file, shapes)
+		if errs[i] == nil && each != nil {
+			each(i, Rendered{Node: nodes[i].Name, File: file, Data: data[i]})
+		}
 	})
 	return data, errs
 }

@@ -183,8 +183,8 @@ func TestRenderWithShapesIsRenderWithout(t *testing.T) {
 	}
 	inv.Nodes = append(inv.Nodes, InventoryNode{Name: "7up", Site: "plant-7", Class: "worker"}) // a name that is not a word
 	c := newShapeCache()
-	got, gotErrs := f.renderAll(inv.Vars, inv.Nodes, c)
-	want, wantErrs := f.renderAll(inv.Vars, inv.Nodes, nil)
+	got, gotErrs := f.renderAll(inv.Vars, inv.Nodes, c, nil)
+	want, wantErrs := f.renderAll(inv.Vars, inv.Nodes, nil, nil)
 	failed := 0
 	for i, n := range inv.Nodes {
 		if diff := cmp.Diff(fmt.Sprint(wantErrs[i]), fmt.Sprint(gotErrs[i])); diff != "" {

@@ -2,8 +2,10 @@ package configs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -535,6 +537,105 @@ func FuzzRenderInventory(f *testing.F) {
 			if cfg.Node.Name != r.Node {
 				t.Fatalf("%s: node.name %q", r.File, cfg.Node.Name)
 			}
+		}
+	})
+}
+
+// RenderInto, which stages each file while the other nodes render, ends
+// with the directory Render then WriteRendered give: into an empty
+// directory, again with nothing changed, and with one node changed.
+func TestRenderIntoIsRenderThenWriteRendered(t *testing.T) {
+	f := testFleet(t, nil)
+	inv := &Inventory{Nodes: []InventoryNode{
+		{Name: "gw-2", Site: "s1", Class: "gw"}, {Name: "gw-1", Site: "s1", Class: "gw"}, {Name: "plain-1", Site: "s1", Class: "plain"},
+	}}
+	changed := &Inventory{Nodes: append([]InventoryNode(nil), inv.Nodes...)}
+	changed.Nodes[0].Vars = map[string]any{"keepalive": "25s"}
+	into, apart := filepath.Join(t.TempDir(), "into"), filepath.Join(t.TempDir(), "apart")
+	for _, step := range []struct {
+		name        string
+		inv         *Inventory
+		wantWritten []bool // by node name: gw-1, gw-2, plain-1
+	}{
+		{"into an empty directory", inv, []bool{true, true, true}},
+		{"again, nothing changed", inv, []bool{false, false, false}},
+		{"again, gw-2 changed", changed, []bool{false, true, false}},
+	} {
+		files, written, err := f.RenderInto(step.inv, into)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		wantFiles, err := f.Render(step.inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantWritten, err := WriteRendered(apart, wantFiles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantFiles, files); diff != "" {
+			t.Errorf("%s: files (-Render +RenderInto):\n%s", step.name, diff)
+		}
+		if diff := cmp.Diff(wantWritten, written); diff != "" || !slices.Equal(written, step.wantWritten) {
+			t.Errorf("%s: written %v, WriteRendered %v, want %v", step.name, written, wantWritten, step.wantWritten)
+		}
+		if diff := cmp.Diff(dirListing(t, apart), dirListing(t, into)); diff != "" {
+			t.Errorf("%s: directory (-Render then WriteRendered +RenderInto):\n%s", step.name, diff)
+		}
+	}
+}
+
+// When a node fails, RenderInto has staged the files of others already:
+// none of them replaces anything, no temporary file is left, and a
+// directory it made is gone again.
+func TestRenderIntoWritesNothingWhenANodeFails(t *testing.T) {
+	f := testFleet(t, nil)
+	var nodes []InventoryNode
+	for i := range 50 {
+		nodes = append(nodes, InventoryNode{Name: fmt.Sprintf("ok-%02d", i), Site: "s1", Class: "gw"})
+	}
+	bad := &Inventory{Nodes: append(nodes, InventoryNode{Name: "bad", Site: "s1", Class: "gw", Vars: map[string]any{"keepalive": "1.5s"}})}
+	t.Run("an existing directory keeps its files", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "ok-01.yaml"), []byte("version: 1\n# old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := dirListing(t, dir)
+		files, written, err := f.RenderInto(bad, dir)
+		var re *RenderError
+		if !errors.As(err, &re) || files != nil || written != nil {
+			t.Fatalf("RenderInto = %d files, %v, %v; want nothing and a *RenderError", len(files), written, err)
+		}
+		if !strings.Contains(err.Error(), "node bad (bad.yaml)") {
+			t.Errorf("error does not name the failing node: %v", err)
+		}
+		if diff := cmp.Diff(before, dirListing(t, dir)); diff != "" {
+			t.Errorf("directory changed (-before +after):\n%s", diff)
+		}
+	})
+	t.Run("a directory it made is removed", func(t *testing.T) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "fleet", "rendered")
+		if _, _, err := f.RenderInto(bad, dir); err == nil {
+			t.Fatal("no error")
+		}
+		if entries, err := os.ReadDir(parent); err != nil || len(entries) != 0 {
+			t.Errorf("%s holds %v (%v), want nothing: the directories RenderInto made are left", parent, entries, err)
+		}
+	})
+	t.Run("a file that cannot be staged replaces nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "ok-01.yaml"), []byte("version: 1\n# old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		before := dirListing(t, dir)
+		long := &Inventory{Nodes: append(append([]InventoryNode(nil), nodes...), InventoryNode{Name: strings.Repeat("n", 250), Site: "s1", Class: "gw"})}
+		files, written, err := f.RenderInto(long, dir)
+		if err == nil || !strings.Contains(err.Error(), strings.Repeat("n", 250)+".yaml") || files != nil || written != nil {
+			t.Fatalf("RenderInto = %d files, %v, %v; want nothing and an error naming the file", len(files), written, err)
+		}
+		if diff := cmp.Diff(before, dirListing(t, dir)); diff != "" {
+			t.Errorf("directory changed (-before +after):\n%s", diff)
 		}
 	})
 }

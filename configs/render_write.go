@@ -39,20 +39,48 @@ func WriteRendered(dir string, files []Rendered) (written []bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory: %w", err)
 	}
-	tmps := make([]string, len(files)) // "" for a file left alone
-	errs := make([]error, len(files))
+	st := newStaging(dir, len(files))
 	// Reading and creating files is the kernel's work on a core (on this
 	// project's build machine, allocating an inode is most of it), so
 	// there is no use in more goroutines than cores.
 	forEach(len(files), runtime.GOMAXPROCS(0), func(i int) {
-		tmps[i], errs[i] = stage(dir, files[i])
+		st.stage(i, files[i])
 	})
-	written = make([]bool, len(files))
+	return st.commit(files)
+}
+
+// staging is one write of rendered files: the temporary files staged so
+// far, by file index, and why any could not be.
+type staging struct {
+	dir  string
+	tmps []string // "" for a file not staged (left alone, or not yet)
+	errs []error
+}
+
+func newStaging(dir string, n int) *staging {
+	return &staging{dir: dir, tmps: make([]string, n), errs: make([]error, n)}
+}
+
+// stage compares file i with its file in dir and writes it to a
+// temporary file when they differ. Calls for different i may run at once.
+func (st *staging) stage(i int, r Rendered) {
+	st.tmps[i], st.errs[i] = stage(st.dir, r)
+}
+
+// abort removes every temporary file staged.
+func (st *staging) abort() { removeAll(st.tmps) }
+
+// commit replaces the files staged, once every file has been: one syncfs,
+// the renames, one fsync of dir. It reports which files were written. On
+// an error no temporary file is left.
+func (st *staging) commit(files []Rendered) ([]bool, error) {
+	dir, tmps := st.dir, st.tmps
+	written := make([]bool, len(files))
 	for i, tmp := range tmps {
 		written[i] = tmp != ""
 	}
-	if err := firstError(errs); err != nil {
-		removeAll(tmps)
+	if err := firstError(st.errs); err != nil {
+		st.abort()
 		return nil, err
 	}
 	if !slices.Contains(written, true) {
@@ -60,12 +88,12 @@ func WriteRendered(dir string, files []Rendered) (written []bool, err error) {
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		removeAll(tmps)
+		st.abort()
 		return nil, fmt.Errorf("opening output directory: %w", err)
 	}
 	defer d.Close()
 	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		removeAll(tmps)
+		st.abort()
 		return nil, fmt.Errorf("flushing the rendered files to disk (syncfs %s): %w", dir, err)
 	}
 	for i, tmp := range tmps {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -32,21 +33,32 @@ func cmdRender(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	files, err := configs.RenderFleet(*templates, *inventory)
-	if err != nil {
-		var re *configs.RenderError
-		switch {
-		case errors.As(err, &re):
-			return fail(exitProblem, fmt.Errorf("render: nothing written: %w", err))
-		case configs.IsReadError(err):
-			return fail(exitCantRun, err)
+	fleet, err := configs.LoadFleet(*templates)
+	if err == nil {
+		var inv *configs.Inventory
+		if inv, err = configs.LoadInventory(*inventory); err == nil {
+			return writeRendered(fleet, inv, *out, stdout)
 		}
-		return fail(exitProblem, err)
 	}
-	written, err := configs.WriteRendered(*out, files)
-	if err != nil {
+	if configs.IsReadError(err) {
 		return fail(exitCantRun, err)
 	}
+	return fail(exitProblem, err)
+}
+
+// writeRendered renders every node into out and says what it wrote.
+func writeRendered(fleet *configs.Fleet, inv *configs.Inventory, out string, stdout io.Writer) error {
+	files, written, err := fleet.RenderInto(inv, out)
+	var re *configs.RenderError
+	switch {
+	case errors.As(err, &re):
+		return fail(exitProblem, fmt.Errorf("render: nothing written: %w", err))
+	case err != nil:
+		return fail(exitCantRun, err)
+	}
+	bw := bufio.NewWriter(stdout) // a line a node: 10,000 writes unbuffered
+	defer bw.Flush()
+	stdout = bw
 	changed := 0
 	for i, f := range files {
 		what := "unchanged"
@@ -55,6 +67,6 @@ func cmdRender(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: %s valid, %s\n", f.Node, f.File, what)
 	}
-	fmt.Fprintf(stdout, "rendered %d node(s) into %s: %d written, %d unchanged\n", len(files), *out, changed, len(files)-changed)
+	fmt.Fprintf(stdout, "rendered %d node(s) into %s: %d written, %d unchanged\n", len(files), out, changed, len(files)-changed)
 	return nil
 }
