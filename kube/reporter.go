@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,7 +35,8 @@ type Options struct {
 	// fails (default 30 s; the first retry is after 1 s).
 	MaxBackoff time.Duration
 	// QueueLimit bounds the events waiting for the API server (default
-	// 256); the oldest go first.
+	// 256). A full queue gives up the oldest event of the least important
+	// class first: information, then actions, incidents last (eventClass).
 	QueueLimit int
 	Log        *slog.Logger
 	Now        func() time.Time
@@ -171,11 +173,54 @@ func (r *Reporter) noteLocked(n Note) {
 		return
 	}
 	if len(r.queue) >= r.o.QueueLimit {
-		r.queue = r.queue[1:]
 		r.dropped++
+		drop := dropFrom(r.queue, w)
+		given := w
+		if drop < len(r.queue) {
+			given = r.queue[drop]
+		}
+		r.o.Log.Warn("kubernetes event given up: the queue is full while the API server is away",
+			"type", given.Type, "reason", given.Reason, "message", given.Message, "queue_limit", r.o.QueueLimit, "dropped", r.dropped+r.corr.Dropped)
+		if drop == len(r.queue) {
+			return // the new event is the one that matters least
+		}
+		r.queue = slices.Delete(r.queue, drop, drop+1)
 	}
 	r.queue = append(r.queue, w)
 	r.kick()
+}
+
+// Event classes, in the order a full queue gives them up, as the agent's
+// outbox does (docs/operations.md, "Kubernetes"): information first
+// (a taint added or removed: the Node shows the taint itself), then
+// actions (a repair, a recovery, which closes an incident), incidents last.
+const (
+	classInfo = iota
+	classAction
+	classIncident
+)
+
+func eventClass(n Note) int {
+	switch {
+	case n.Type == Warning:
+		return classIncident
+	case n.Reason == ReasonRepair || n.Reason == ReasonRecovered:
+		return classAction
+	}
+	return classInfo
+}
+
+// dropFrom is the index of the event a full queue gives up for w: the
+// oldest of the lowest class among the queue and w, len(queue) for w
+// itself.
+func dropFrom(queue []Write, w Write) int {
+	drop, class := len(queue), eventClass(w.Note)
+	for i, q := range queue {
+		if c := eventClass(q.Note); c < class || (c == class && i < drop) {
+			drop, class = i, c
+		}
+	}
+	return drop
 }
 
 func (r *Reporter) kick() {

@@ -3,6 +3,8 @@ package kube
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -222,4 +224,57 @@ func TestReporterThroughAnOutageOfTheAPIServer(t *testing.T) {
 			t.Errorf("Run = %v, want nil when stopped", err)
 		}
 	})
+}
+
+// A queue full while the API server is away gives up what matters least
+// first, oldest first within a class: information, then actions, and
+// incidents last; a new event that matters less than everything queued
+// is the one given up.
+func TestAFullEventQueueKeepsIncidentsLongest(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	note := func(kind, msg string) Note {
+		switch kind {
+		case "incident":
+			return Note{Type: Warning, Reason: "TunnelDark", Message: msg, Time: now}
+		case "action":
+			return Note{Type: Normal, Reason: ReasonRepair, Message: msg, Time: now}
+		case "recovered":
+			return Note{Type: Normal, Reason: ReasonRecovered, Message: msg, Time: now}
+		}
+		return Note{Type: Normal, Reason: ReasonTaintAdded, Message: msg, Time: now}
+	}
+	for _, tc := range []struct {
+		name string
+		in   []string // kind:message, in the order noted
+		want []string // messages queued afterwards
+	}{
+		{"info goes first, the oldest", []string{"incident:i1", "info:n1", "action:a1", "info:n2", "incident:i2"}, []string{"i1", "a1", "n2", "i2"}},
+		{"then actions", []string{"incident:i1", "action:a1", "recovered:r1", "incident:i2", "incident:i3"}, []string{"i1", "r1", "i2", "i3"}},
+		{"incidents last, the oldest", []string{"incident:i1", "incident:i2", "incident:i3", "incident:i4", "incident:i5"}, []string{"i2", "i3", "i4", "i5"}},
+		{"a new event below everything queued is itself given up", []string{"incident:i1", "action:a1", "incident:i2", "action:a2", "info:n1"}, []string{"i1", "a1", "i2", "a2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			r := New(Options{Node: "edge-1", QueueLimit: 4, Log: slog.New(slog.NewTextHandler(&log, nil))})
+			for _, in := range tc.in {
+				kind, msg, _ := strings.Cut(in, ":")
+				r.mu.Lock()
+				r.noteLocked(note(kind, msg))
+				r.mu.Unlock()
+			}
+			var got []string
+			for _, w := range r.queue {
+				got = append(got, w.Message)
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("queued %v, want %v", got, tc.want)
+			}
+			if d := r.Dropped(); d != len(tc.in)-len(tc.want) {
+				t.Errorf("Dropped() = %d, want %d", d, len(tc.in)-len(tc.want))
+			}
+			if n := strings.Count(log.String(), "kubernetes event given up"); n != len(tc.in)-len(tc.want) {
+				t.Errorf("%d events logged as given up, want %d:\n%s", n, len(tc.in)-len(tc.want), log.String())
+			}
+		})
+	}
 }
