@@ -86,8 +86,7 @@ func BenchmarkRender10000(b *testing.B) {
 		}
 		return files
 	}
-	write := func(b *testing.B, dir string, files []Rendered) int {
-		written, err := WriteRendered(dir, files)
+	count := func(b *testing.B, written []bool, err error) int {
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -99,18 +98,13 @@ func BenchmarkRender10000(b *testing.B) {
 		}
 		return n
 	}
+	write := func(b *testing.B, dir string, files []Rendered) int {
+		written, err := WriteRendered(dir, files)
+		return count(b, written, err)
+	}
 	command := func(b *testing.B, dir string, inv *Inventory) int {
 		_, written, err := f.RenderInto(inv, dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n := 0
-		for _, w := range written {
-			if w {
-				n++
-			}
-		}
-		return n
+		return count(b, written, err)
 	}
 	files := render(b, inv)
 	populated := benchDir(b)
