@@ -91,6 +91,8 @@ type shape struct {
 	once  sync.Once
 	doc   *yaml.Node         // the shape's parse; nil when it cannot be used
 	subst map[*yaml.Node]int // scalars of doc that are a placeholder: its index
+	// the placeholders in comments: with subst, every one of the shape
+	inComments int
 }
 
 func newShapeCache() *shapeCache {
@@ -276,10 +278,10 @@ func (c *shapeCache) tree(key []byte, values []shapeValue) *yaml.Node {
 	}
 	sh.once.Do(func() {
 		c.parsed.Add(1)
-		sh.doc, sh.subst = c.prepare(key, values)
+		sh.doc, sh.subst, sh.inComments = c.prepare(key, values)
 	})
-	if sh.doc == nil {
-		return nil
+	if sh.doc == nil || len(values) != len(sh.subst)+sh.inComments {
+		return nil // (a file whose own text holds the nonce: never by chance)
 	}
 	c.reused.Add(1)
 	return treeCopy{lines: true, value: func(n *yaml.Node) (string, bool) {
@@ -296,25 +298,25 @@ func (c *shapeCache) tree(key []byte, values []shapeValue) *yaml.Node {
 
 // prepare parses a shape and checks that every placeholder is where it may
 // be (the top of this file). It returns nil when the shape cannot be used.
-func (c *shapeCache) prepare(key []byte, values []shapeValue) (*yaml.Node, map[*yaml.Node]int) {
+func (c *shapeCache) prepare(key []byte, values []shapeValue) (*yaml.Node, map[*yaml.Node]int, int) {
 	nonce := []byte(c.nonce)
 	if bytes.Count(key, nonce) != len(values) || len(values) == 0 {
-		return nil, nil // a value or the template's text holds the nonce
+		return nil, nil, 0 // a value or the template's text holds the nonce
 	}
 	doc, err := parseDocument("", key)
 	if err != nil || doc == nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	p := placeholders{nonce: c.nonce, key: key, values: values, found: make([]int, len(values)), subst: map[*yaml.Node]int{}}
 	if !p.walk(doc, false) {
-		return nil, nil
+		return nil, nil, 0
 	}
 	for _, n := range p.found {
 		if n != 1 {
-			return nil, nil
+			return nil, nil, 0
 		}
 	}
-	return doc, p.subst
+	return doc, p.subst, len(values) - len(p.subst)
 }
 
 // placeholders finds the placeholders of one shape's parse.
