@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,17 +134,20 @@ tunnels:
 	}
 }
 
-// stuckPods is the real pod locator that blocks, as a call into a runtime
-// that hangs does, once armed.
+// stuckPods is the real pod locator that, once armed, blocks and does not
+// heed its context, as a call wedged in the kernel does, until release is
+// closed. (A runtime that merely does not answer is given up on after the
+// probe's timeout: TestWorkloadMonitorGivesUpOnARuntimeThatDoesNotAnswer.)
 type stuckPods struct {
 	agent.PodLocator
-	stuck atomic.Bool
+	stuck   atomic.Bool
+	release chan struct{}
 }
 
 func (p *stuckPods) Locate(ctx context.Context, w probes.Where) (probes.Target, error) {
 	if p.stuck.Load() {
-		<-ctx.Done()
-		return probes.Target{}, ctx.Err()
+		<-p.release
+		return probes.Target{}, errors.New("released at the end of the test")
 	}
 	return p.PodLocator.Locate(ctx, w)
 }
@@ -153,7 +157,7 @@ func TestLabAStuckComponentStopsFeedingTheWatchdog(t *testing.T) {
 	ol := newOffloadLab(t)
 	ol.addVeth(t, "up0")
 	os := ol.os
-	pods := &stuckPods{PodLocator: os.Pods}
+	pods := &stuckPods{PodLocator: os.Pods, release: make(chan struct{})}
 	os.Pods = pods
 	cfg, err := configs.Parse("faults.yaml", []byte(`version: 1
 node: {name: faults}
@@ -166,6 +170,7 @@ workloads:
 		t.Fatal(err)
 	}
 	a := runAgent(t, cfg, os, nil)
+	t.Cleanup(func() { close(pods.release) }) // before runAgent's cleanup waits for the agent
 	testsupport.WaitFor(t, 5*time.Second, "every component ok", func() bool { ok, _ := a.Ready(); return ok })
 	testsupport.WaitFor(t, time.Second, "the watchdog fed", func() bool { return time.Since(a.LastProgress()) < 300*time.Millisecond })
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -228,7 +229,20 @@ type roundResult struct {
 // tell overlay from broker.
 func (m *WorkloadMonitor) observe(ctx context.Context, r *workloadRun, alwaysHost bool) roundResult {
 	var rr roundResult
-	t, err := m.os.Pods.Locate(ctx, r.where)
+	// A container runtime that does not answer is this workload's
+	// problem, reported as such, not a round that never ends: the
+	// watchdog would restart the whole agent for it, again and again.
+	// Its bound is the probe's, which Health's deadline allows for.
+	timeout := r.pod.Timeout
+	if timeout <= 0 {
+		timeout = probes.DefaultTimeout
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	t, err := m.os.Pods.Locate(lctx, r.where)
+	if err != nil && ctx.Err() == nil && errors.Is(lctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("the container runtime gave no answer within %s: %w", timeout, err)
+	}
+	cancel()
 	rr.obs.ResolveErr = err
 	if err != nil {
 		return rr

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -308,4 +309,57 @@ func TestWorkloadMQTTHostProbeVerifiesTheBrokerName(t *testing.T) {
 	if host == nil || host.TLS.ServerName != "broker.cloud.example" || host.Broker != "ssl://198.51.100.7:8883" {
 		t.Errorf("host probe %+v: want broker 198.51.100.7 verified as broker.cloud.example", host)
 	}
+}
+
+// hangingPods is a container runtime that never answers: Locate returns
+// only when its context ends.
+type hangingPods struct{ calls atomic.Int64 }
+
+func (h *hangingPods) Locate(ctx context.Context, _ probes.Where) (probes.Target, error) {
+	h.calls.Add(1)
+	<-ctx.Done()
+	return probes.Target{}, fmt.Errorf("listing ready pod sandboxes: %w", ctx.Err())
+}
+
+// A container runtime that hangs (containerd under disk pressure) is the
+// workload's problem, said so within the probe's timeout, and the monitor
+// goes on with its rounds: a round that never ended would stop the
+// watchdog and have systemd restart the whole agent, again and again.
+func TestWorkloadMonitorGivesUpOnARuntimeThatDoesNotAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakeWorkloadProber{pod: probes.ClassOK, host: probes.ClassOK}
+		os := p.os()
+		pods := &hangingPods{}
+		os.Pods = pods
+		m := NewWorkloadMonitor([]configs.Workload{testWorkload()}, os, &fakeSuspector{}, func(Event) {}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+
+		start := time.Now()
+		c := m.Check(t.Context())[0]
+		if took := time.Since(start); took != time.Second { // the fake clock: exactly the probe's timeout
+			t.Errorf("Check took %s, want the probe's timeout, 1s", took)
+		}
+		if c.State != WorkloadUnknown || !strings.Contains(c.Detail, "the container runtime gave no answer within 1s") {
+			t.Errorf("check %s %q: want unknown, naming the runtime that did not answer", c.State, c.Detail)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		before := pods.calls.Load()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := pods.calls.Load() - before; n < 5 {
+			t.Errorf("%d rounds in a minute of 10 s intervals, want them to go on", n)
+		}
+		if h := m.Health(); time.Since(h.LastProgress) > h.Deadline {
+			t.Errorf("health: last progress %s ago, deadline %s: the component would be called stale", time.Since(h.LastProgress), h.Deadline)
+		}
+		if got := m.Checks()[0]; !strings.Contains(got.Detail, "no answer within 1s") {
+			t.Errorf("check detail %q, want the runtime named", got.Detail)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
