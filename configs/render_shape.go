@@ -87,7 +87,6 @@ type shapeCache struct {
 // that had it was parsed from its bytes, and a shape no other file has
 // would only double that work.
 type shape struct {
-	seen  int // files with this shape so far, under shapeCache.mu
 	once  sync.Once
 	doc   *yaml.Node         // the shape's parse; nil when it cannot be used
 	subst map[*yaml.Node]int // scalars of doc that are a placeholder: its index
@@ -252,19 +251,15 @@ func decodeQuoted(s string) (string, bool) {
 	return string(out), true
 }
 
-// lookup counts a file of this shape and returns the shape when it is
-// worth parsing: the second file of a shape on.
+// lookup returns the shape of key when a file had it before (a shape is
+// worth parsing from its second file on), and remembers it otherwise.
 func (c *shapeCache) lookup(key []byte) *shape {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sh := c.byKey[string(key)]
-	if sh == nil {
-		if len(c.byKey) < maxShapes {
-			c.byKey[string(key)] = &shape{seen: 1}
-		}
-		return nil
+	if sh == nil && len(c.byKey) < maxShapes {
+		c.byKey[string(key)] = &shape{} // the first file of it: parsed from its bytes
 	}
-	sh.seen++
 	return sh
 }
 
