@@ -491,9 +491,17 @@ func (s *Systemd) readFile(name string) string {
 // stop kills PID 1 (the kernel then kills the whole PID namespace), reaps
 // unshare and waits for the cgroups to empty. Bounded: 10 s in all.
 func (s *Systemd) stop(t testing.TB) {
+	tmps := s.privateTmps()
 	if s.PID > 0 {
 		_ = syscall.Kill(s.PID, syscall.SIGKILL)
 	}
+	defer func() {
+		for _, d := range tmps {
+			if err := os.RemoveAll(d); err != nil {
+				t.Errorf("systemdlab: removing a unit's private /tmp: %v", err)
+			}
+		}
+	}()
 	select {
 	case <-s.waited:
 	case <-time.After(5 * time.Second):
@@ -507,6 +515,51 @@ func (s *Systemd) stop(t testing.TB) {
 	if t.Failed() {
 		t.Logf("systemdlab console:\n%s", s.Console())
 	}
+}
+
+// privateTmps lists the PrivateTmp= directories (systemd-private-*) the
+// lab's processes have as their /tmp or /var/tmp. They are in the
+// machine's /tmp and /var/tmp (the lab does not mount over those: tests
+// share files there), and systemd removes a unit's only when the unit
+// stops, not when PID 1 is killed. Only directories named in the mount
+// table of a process of the lab's own cgroups are listed, so never one of
+// the machine's.
+func (s *Systemd) privateTmps() []string {
+	found := map[string]bool{}
+	for _, cg := range s.cgroups {
+		_ = filepath.WalkDir(cg, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			procs, _ := os.ReadFile(p)
+			for _, pid := range strings.Fields(string(procs)) {
+				mounts, _ := os.ReadFile("/proc/" + pid + "/mountinfo")
+				for _, line := range strings.Split(string(mounts), "\n") {
+					f := strings.Fields(line) // id parent dev root mountpoint ...
+					if len(f) < 5 || (f[4] != "/tmp" && f[4] != "/var/tmp") {
+						continue
+					}
+					for _, part := range strings.Split(f[3], "/") {
+						if !strings.HasPrefix(part, "systemd-private-") {
+							continue
+						}
+						for _, base := range []string{"/tmp", "/var/tmp"} {
+							if st, err := os.Lstat(filepath.Join(base, part)); err == nil && st.IsDir() {
+								found[filepath.Join(base, part)] = true
+							}
+						}
+					}
+				}
+			}
+			return nil
+		})
+	}
+	out := make([]string, 0, len(found))
+	for d := range found {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // removeCgroups removes the subtree bottom-up once it has no processes

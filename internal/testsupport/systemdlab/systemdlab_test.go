@@ -34,10 +34,25 @@ func TestLabBootsConfinedAndCleansUp(t *testing.T) {
 
 	mountsBefore := superblocks(t)
 	cgroupsBefore := v1ControllerCgroups(t)
+	// A unit with PrivateTmp= has its /tmp and /var/tmp in the machine's,
+	// as systemd-private-<boot>-<unit>-<random>: still running when PID 1
+	// is killed, they are the lab's to remove.
+	private := "edgeheal-lab-private-" + time.Now().Format("150405000000") + ".service"
+	privateTmps := func() []string {
+		var out []string
+		for _, base := range []string{"/tmp", "/var/tmp"} {
+			m, _ := filepath.Glob(filepath.Join(base, "systemd-private-*-"+private+"-*"))
+			out = append(out, m...)
+		}
+		return out
+	}
 	var s *Systemd
 	var name string
 	t.Run("boot", func(t *testing.T) {
-		s = Start(t, Options{Units: map[string]string{"sleeper.service": sleeper}, Boot: []string{"sleeper.service"}})
+		s = Start(t, Options{
+			Units: map[string]string{"sleeper.service": sleeper, private: strings.Replace(sleeper, "[Service]\n", "[Service]\nPrivateTmp=yes\n", 1)},
+			Boot:  []string{"sleeper.service", private},
+		})
 		name = s.name
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -61,6 +76,7 @@ func TestLabBootsConfinedAndCleansUp(t *testing.T) {
 		if got["systemd-tmpfiles-setup.service"] != "masked/inactive" {
 			t.Errorf("systemd-tmpfiles-setup.service is %s, want masked/inactive", got["systemd-tmpfiles-setup.service"])
 		}
+		testsupport.WaitFor(t, 10*time.Second, private+"'s private /tmp and /var/tmp on the machine", func() bool { return len(privateTmps()) == 2 })
 		t.Logf("console:\n%s", s.Console())
 	})
 	if s == nil {
@@ -72,6 +88,9 @@ func TestLabBootsConfinedAndCleansUp(t *testing.T) {
 	}
 	if m, _ := filepath.Glob("/sys/fs/cgroup/*/" + name); len(m) > 0 {
 		t.Errorf("cgroups left behind: %v", m)
+	}
+	if left := privateTmps(); len(left) > 0 {
+		t.Errorf("a running unit's PrivateTmp= directories left in the machine's /tmp and /var/tmp: %v", left)
 	}
 	if b, err := os.ReadFile(tmpMarker); err != nil || string(b) != "must survive" {
 		t.Errorf("a file in the machine's /tmp did not survive: %v", err)
