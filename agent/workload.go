@@ -240,7 +240,11 @@ func (m *WorkloadMonitor) observe(ctx context.Context, r *workloadRun, alwaysHos
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	t, err := m.os.Pods.Locate(lctx, r.where)
 	if err != nil && ctx.Err() == nil && errors.Is(lctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("the container runtime gave no answer within %s: %w", timeout, err)
+		who := "the container runtime"
+		if r.where.CRISocket != "" {
+			who += " at " + r.where.CRISocket // where to look: systemctl status k3s, crictl info
+		}
+		err = fmt.Errorf("%s gave no answer within %s: %w", who, timeout, err)
 	}
 	cancel()
 	rr.obs.ResolveErr = err

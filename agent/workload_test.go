@@ -338,7 +338,7 @@ func TestWorkloadMonitorGivesUpOnARuntimeThatDoesNotAnswer(t *testing.T) {
 		if took := time.Since(start); took != time.Second { // the fake clock: exactly the probe's timeout
 			t.Errorf("Check took %s, want the probe's timeout, 1s", took)
 		}
-		if c.State != WorkloadUnknown || !strings.Contains(c.Detail, "the container runtime gave no answer within 1s") {
+		if c.State != WorkloadUnknown || !strings.Contains(c.Detail, "the container runtime at /run/k3s/containerd/containerd.sock gave no answer within 1s") {
 			t.Errorf("check %s %q: want unknown, naming the runtime that did not answer", c.State, c.Detail)
 		}
 
