@@ -51,8 +51,14 @@ func TestLabAnOffloadFightIsOneIncident(t *testing.T) {
 	var lat []time.Duration
 	slow := 0
 	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(100 * time.Millisecond) {
+		// The fighter is the test's, not the subject: a flip that ethtool
+		// refuses once (seen once in CI: "unsupported feature", the
+		// feature names read back incomplete) is tried again, logged.
 		if err := l.os.NIC.Change("up0", map[string]bool{"tx-checksum-ip-generic": true}); err != nil {
-			t.Fatal(err)
+			t.Logf("the fighter's flip failed, trying again: %v", err)
+			if err := l.os.NIC.Change("up0", map[string]bool{"tx-checksum-ip-generic": true}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		flipped := time.Now()
 		if !waitOff(l, t, "up0", time.Second) {
