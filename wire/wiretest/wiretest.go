@@ -1,0 +1,180 @@
+// Package wiretest holds the examples of every wire payload and their
+// golden bytes (wire/testdata), for the tests of the programs that write
+// and read them: the agent's, the reporter's, edgeheal-kube's and the
+// fleet view's tests compare what they produce or accept with the same
+// files wire's own golden test holds. Test code only.
+package wiretest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeheal/edgeheal/wire"
+)
+
+// The golden files, by what they hold.
+const (
+	StatusFile      = "status.json"       // a Status on the status topic, with its checks summary
+	WillFile        = "will.json"         // the Last Will: a lost Status
+	LocalStatusFile = "local-status.json" // /v1/status with a check of every kind
+	EventFile       = "event.json"        // an EventMessage on the event topic
+)
+
+// When is the time every example is stamped with.
+var When = time.Date(2026, 12, 3, 9, 42, 7, 250_000_000, time.UTC)
+
+// Checks is one check of every kind, typed parts filled in.
+func Checks() []wire.Check {
+	return []wire.Check{
+		{Kind: wire.KindComponent, Target: "offload", State: "ok", Healthy: true, Detail: "guarding 1 links", Since: When},
+		{Kind: wire.KindUplink, Target: "wwan0", State: "ok", Healthy: true, Detail: "fixed: tx-checksum-ip-generic: on→off",
+			LastAction: "offload-off changed at 2026-12-03T09:42:07Z", Since: When,
+			Uplink: &wire.UplinkInfo{SelectedBy: []string{"wwan*"}, TxChecksumGuarded: true,
+				Features: map[string]string{"tx-checksum-ip-generic": "off"}}},
+		{Kind: wire.KindPeer, Target: "wg0/AbCdEfGh", State: "healing", Healthy: false, Detail: "probe missed: timeout",
+			LastAction: "handshake: changed at 2026-12-03T09:42:07Z", Since: When,
+			Peer: &wire.PeerInfo{Interface: "wg0", PublicKey: "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg=", Endpoint: "203.0.113.10:51820",
+				LastHandshake: When.Add(-130 * time.Second), HandshakeAgeSeconds: 130, RxBytes: 9200, TxBytes: 14800,
+				TxDeltaBytes: 148, KeepaliveSeconds: 20, Probe: "miss: timeout"}},
+		{Kind: wire.KindWorkload, Target: "telemetry", State: "down", Healthy: false,
+			Detail: "overlay: pod probe timeout while the host reaches the broker in 1.4ms: overlay or tunnel", Since: When,
+			Workload: &wire.WorkloadInfo{Diagnosis: wire.DiagOverlay,
+				Netns:               &wire.Netns{Path: "/var/run/netns/cni-1", Source: "cri", Pod: "factory/telemetry-0", SandboxID: "5d41402abc4b", ID: "/var/run/netns/cni-1 0:4026532801 5d41402abc4b"},
+				PodProbe:            &wire.Probe{Probe: "mqtt", Target: "10.43.0.10:1883", Class: "timeout", Detail: "i/o timeout", LatencySeconds: 2},
+				HostProbe:           &wire.Probe{Probe: "mqtt", Target: "203.0.113.10:1883", Class: "ok", LatencySeconds: 0.0014},
+				HostProbeConfigured: true, FailedRounds: 2, Tunnel: "wg0"}},
+		{Kind: wire.KindClock, Target: "system", State: "unsynchronised", Healthy: true, Detail: "clock not synchronised"},
+	}
+}
+
+// Status is the status topic's example.
+func Status() wire.Status {
+	sum, state := wire.Summarize(Checks())
+	return wire.Status{V: wire.Version, State: state, Session: 1764754927000001, TS: When, Node: "edge-17", Site: "plant-7",
+		Version: "v1.4.0", ConfigRevision: "3f2a9c1d", Checks: &sum}
+}
+
+// Will is the Last Will's example.
+func Will() wire.Status {
+	return wire.Status{V: wire.Version, State: wire.StateLost, Session: 1764754927000001}
+}
+
+// LocalStatus is /v1/status's example.
+func LocalStatus() wire.LocalStatus {
+	st, _, _ := wire.NodeState(Checks())
+	return wire.LocalStatus{V: wire.Version, NodeInfo: wire.NodeInfo{Node: "edge-17", Site: "plant-7", Version: "v1.4.0", ConfigRevision: "3f2a9c1d"},
+		State: st, Ready: false, ReadyDetail: "tunnel/wg0: degraded: waiting for verification", LastProgress: When,
+		Checks: Checks(), Outbox: &wire.OutboxInfo{Depth: 3, Dropped: 0},
+		MQTT: &wire.MQTTInfo{Broker: "ssl://mqtt.cloud.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 1764754927000001}}
+}
+
+// EventMessage is the event topic's example.
+func EventMessage() wire.EventMessage {
+	return wire.EventMessage{V: wire.Version, Node: "edge-17", Site: "plant-7", Seq: 1764754927000042, Event: wire.Event{
+		ID: "5f1c0a9e8d7b6a5f4e3d2c1b", Time: When, Kind: wire.EventIncident, Target: "wg0/AbCdEfGh", Result: "opened",
+		Summary:  "wg0/AbCdEfGh dark: probe missed: timeout",
+		Evidence: map[string]any{"state": "down", "probe": "miss: timeout", "handshake_age_seconds": 130.0},
+	}}
+}
+
+// Examples are every golden file's example value.
+func Examples() map[string]any {
+	return map[string]any{StatusFile: Status(), WillFile: Will(), LocalStatusFile: LocalStatus(), EventFile: EventMessage()}
+}
+
+// Dir is wire/testdata.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(filepath.Dir(file)), "testdata")
+}
+
+// Golden returns a golden file's bytes.
+func Golden(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(Dir(), name))
+	if err != nil {
+		t.Fatalf("reading the golden %s (go test ./wire -update writes it): %v", name, err)
+	}
+	return b
+}
+
+// Encode is how every golden file is written: indented JSON and a newline.
+func Encode(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Keys lists every key path of a JSON document ("checks.items[].peer.rx_bytes"):
+// its shape, without its values.
+func Keys(doc []byte) ([]string, error) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	walk(v, "", set)
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func walk(v any, path string, set map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, c := range t {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			set[p] = true
+			if path == "evidence" || strings.HasSuffix(path, ".evidence") || strings.HasSuffix(path, ".features") || path == "features" {
+				continue // free-form maps: their keys are values
+			}
+			walk(c, p, set)
+		}
+	case []any:
+		for _, c := range t {
+			walk(c, path+"[]", set)
+		}
+	}
+}
+
+// WithinShape fails t when got has a key path the golden file does not:
+// a field a writer added, renamed or misspelt. Missing keys are fine (a
+// writer may omit what is empty).
+func WithinShape(t testing.TB, got []byte, golden string) {
+	t.Helper()
+	g, err := Keys(got)
+	if err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, got)
+	}
+	w, err := Keys(Golden(t, golden))
+	if err != nil {
+		t.Fatalf("golden %s: %v", golden, err)
+	}
+	var extra []string
+	for _, k := range g {
+		if !slices.Contains(w, k) {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		t.Errorf("keys not in the wire format (wire/testdata/%s):\n  %s", golden, strings.Join(extra, "\n  "))
+	}
+}
