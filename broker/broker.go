@@ -1,4 +1,10 @@
-package configs
+// Package broker reads MQTT broker addresses and credentials the one way
+// every edgeheal program reads them: broker URLs (scheme, host, port; no
+// credentials in them), TLS client settings from files, password files
+// read at each use. The agent's config validation, its workload probes and
+// reporter, and the fleet view share it; it knows nothing of any program's
+// configuration schema beyond the four TLS keys they all write the same.
+package broker
 
 import (
 	"crypto/tls"
@@ -11,68 +17,68 @@ import (
 	"strings"
 )
 
-// BrokerURL is an MQTT broker address as configured: a scheme that says
+// URL is an MQTT broker address as configured: a scheme that says
 // whether the connection uses TLS, a host and a port. It is the one parser
 // of broker addresses: validation, the workload probe and the publisher
 // all use it.
-type BrokerURL struct {
+type URL struct {
 	Scheme string // as written: tcp, mqtt, ssl, tls or mqtts
 	Host   string // a name or an IP address
 	Port   int
 	TLS    bool // ssl, tls and mqtts
 }
 
-// BrokerSchemes are the schemes a broker URL may have; the first two are
+// Schemes are the schemes a broker URL may have; the first two are
 // plain, the others TLS.
-var BrokerSchemes = []string{"tcp", "mqtt", "ssl", "tls", "mqtts"}
+var Schemes = []string{"tcp", "mqtt", "ssl", "tls", "mqtts"}
 
-// ParseBrokerURL parses "scheme://host:port". The port is required (a
+// ParseURL parses "scheme://host:port". The port is required (a
 // default would hide a typo'd URL behind the wrong port), a broker URL has
 // no path, and no credentials: a "user:password@" part is refused (the URL
 // is shown in logs, the status and errors; the password belongs in a
 // password file). No error repeats what was written before an "@".
-func ParseBrokerURL(s string) (BrokerURL, error) {
-	if shown := RedactBrokerURL(s); shown != s {
-		return BrokerURL{}, fmt.Errorf("%q: credentials do not belong in a broker URL (it is shown in logs and the status): set username and password_file instead", shown)
+func ParseURL(s string) (URL, error) {
+	if shown := Redact(s); shown != s {
+		return URL{}, fmt.Errorf("%q: credentials do not belong in a broker URL (it is shown in logs and the status): set username and password_file instead", shown)
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return BrokerURL{}, fmt.Errorf("%q is not a broker URL: %v", s, err)
+		return URL{}, fmt.Errorf("%q is not a broker URL: %v", s, err)
 	}
-	b := BrokerURL{Scheme: u.Scheme}
+	b := URL{Scheme: u.Scheme}
 	switch u.Scheme {
 	case "tcp", "mqtt":
 	case "ssl", "tls", "mqtts":
 		b.TLS = true
 	default:
-		return BrokerURL{}, fmt.Errorf("%q: scheme must be %s", s, strings.Join(BrokerSchemes, ", "))
+		return URL{}, fmt.Errorf("%q: scheme must be %s", s, strings.Join(Schemes, ", "))
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil || host == "" || port == "" {
-		return BrokerURL{}, fmt.Errorf("%q: give host and port, e.g. tcp://10.43.0.10:1883", s)
+		return URL{}, fmt.Errorf("%q: give host and port, e.g. tcp://10.43.0.10:1883", s)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
-		return BrokerURL{}, fmt.Errorf("%q: port %q is not a port number", s, port)
+		return URL{}, fmt.Errorf("%q: port %q is not a port number", s, port)
 	}
 	if u.Path != "" && u.Path != "/" {
-		return BrokerURL{}, fmt.Errorf("%q: a broker URL has no path", s)
+		return URL{}, fmt.Errorf("%q: a broker URL has no path", s)
 	}
 	b.Host, b.Port = host, n
 	return b, nil
 }
 
 // Addr is host:port, for dialing.
-func (b BrokerURL) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
+func (b URL) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
 
 // String is scheme://host:port: what logs and the status show.
-func (b BrokerURL) String() string { return b.Scheme + "://" + b.Addr() }
+func (b URL) String() string { return b.Scheme + "://" + b.Addr() }
 
-// RedactBrokerURL returns s with anything before an "@" in its authority
+// Redact returns s with anything before an "@" in its authority
 // (user and password) replaced by "***", and s itself when it has none.
 // A string without "://" is treated as all authority up to its first "/",
 // so that "user:pw@host:1883" is redacted too.
-func RedactBrokerURL(s string) string {
+func Redact(s string) string {
 	start := 0
 	if i := strings.Index(s, "://"); i >= 0 {
 		start = i + 3
@@ -99,6 +105,20 @@ func CheckSecretFile(path string) error {
 	}
 	return fmt.Errorf("%s is accessible by group or others (mode %04o): chmod 600 %s", path, st.Mode().Perm(), path)
 }
+
+// TLS is how a program connects to a broker over TLS: the CA that signs
+// the broker's certificate (none: the system roots), a client certificate
+// and key for mutual TLS, and the name to verify (none: the broker URL's
+// host). The keys are the same in every program's configuration.
+type TLS struct {
+	CA         string `yaml:"ca"`
+	Cert       string `yaml:"cert"`
+	Key        string `yaml:"key"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Enabled reports whether any TLS setting is present.
+func (t TLS) Enabled() bool { return t != TLS{} }
 
 // ClientConfig loads t's files into a TLS client configuration for a broker
 // at host: the CA (none: the system roots), the client certificate and key

@@ -1,4 +1,4 @@
-package configs
+package broker
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-func TestParseBrokerURL(t *testing.T) {
+func TestParseURL(t *testing.T) {
 	tests := []struct {
 		in       string
 		want     string
@@ -32,29 +32,29 @@ func TestParseBrokerURL(t *testing.T) {
 		{in: "tcp://broker:1883/x", wantFail: "has no path"},
 	}
 	for _, tt := range tests {
-		b, err := ParseBrokerURL(tt.in)
+		b, err := ParseURL(tt.in)
 		switch {
 		case tt.wantFail != "":
 			if err == nil || !strings.Contains(err.Error(), tt.wantFail) {
-				t.Errorf("ParseBrokerURL(%q) = %+v, %v; want an error saying %q", tt.in, b, err, tt.wantFail)
+				t.Errorf("ParseURL(%q) = %+v, %v; want an error saying %q", tt.in, b, err, tt.wantFail)
 			}
 		case err != nil || b.Addr() != tt.want || b.TLS != tt.wantTLS:
-			t.Errorf("ParseBrokerURL(%q) = %+v (%s), %v; want %s, tls %v", tt.in, b, b.Addr(), err, tt.want, tt.wantTLS)
+			t.Errorf("ParseURL(%q) = %+v (%s), %v; want %s, tls %v", tt.in, b, b.Addr(), err, tt.want, tt.wantTLS)
 		}
 	}
 }
 
-func FuzzParseBrokerURL(f *testing.F) {
+func FuzzParseURL(f *testing.F) {
 	for _, s := range []string{"tcp://broker:1883", "ssl://[fd00::1]:8883", "broker:1883", "mqtts://", "tcp://:0", "%zz://x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		b, err := ParseBrokerURL(s)
+		b, err := ParseURL(s)
 		if err != nil {
 			return
 		}
 		if _, _, err := net.SplitHostPort(b.Addr()); err != nil || b.Port < 1 || b.Port > 65535 {
-			t.Errorf("ParseBrokerURL(%q) = %+v, whose address %q is not host:port: %v", s, b, b.Addr(), err)
+			t.Errorf("ParseURL(%q) = %+v, whose address %q is not host:port: %v", s, b, b.Addr(), err)
 		}
 	})
 }
@@ -97,13 +97,62 @@ func TestTLSClientConfigNamesTheFileThatIsMissing(t *testing.T) {
 	}
 }
 
-func TestValidateRefusesTLSWithAPlainBrokerURL(t *testing.T) {
-	cfg, err := Parse("/etc/edgeheal/config.yaml", []byte(`version: 1
-node: {name: n1}
-report:
-  mqtt: {broker: "tcp://cloud:1883", tls: {ca: /etc/edgeheal/ca.pem}}
-`))
-	if err == nil || !strings.Contains(err.Error(), `report.mqtt.broker: "tcp://cloud:1883" is plain tcp:// but tls is configured`) {
-		t.Errorf("Parse = %v, %v; want a problem naming the plain URL", cfg, err)
+func TestParseURLRefusesCredentialsWithoutShowingThem(t *testing.T) {
+	for _, in := range []string{
+		"tcp://user:pw-s3cret@host:1883",
+		"ssl://pw-s3cret@host:8883",
+		"mqtts://user:pw-s3cret@[fd00::1]:8883",
+		"user:pw-s3cret@host:1883", // no scheme: still an authority with credentials
+		"tcp://user:pw-s3cret@host:bad",
+	} {
+		_, err := ParseURL(in)
+		if err == nil || !strings.Contains(err.Error(), "credentials do not belong in a broker URL") {
+			t.Errorf("ParseURL(%q) = %v, want it refused for its credentials", in, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), "user:") {
+			t.Errorf("the error for %q shows the credentials: %v", in, err)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"tcp://host:1883":              "tcp://host:1883",
+		"tcp://u:p@host:1883":          "tcp://***@host:1883",
+		"tcp://u:p@x@host:1883":        "tcp://***@host:1883",
+		"u:p@host:1883":                "***@host:1883",
+		"tcp://host:1883/a@b":          "tcp://host:1883/a@b", // not the authority
+		"ssl://u@[fd00::1]:8883?x=y@z": "ssl://***@[fd00::1]:8883?x=y@z",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCheckSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o600, false}, {0o400, false}, {0o640, true}, {0o604, true}, {0o620, true}} {
+		p := filepath.Join(dir, "secret")
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckSecretFile(p)
+		if (err != nil) != tt.warn {
+			t.Errorf("mode %04o: %v, want a warning: %v", tt.mode, err, tt.warn)
+		}
+		if err != nil && !strings.Contains(err.Error(), "chmod 600 "+p) {
+			t.Errorf("mode %04o: %v, want the fix in it", tt.mode, err)
+		}
+	}
+	if err := CheckSecretFile(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("a missing file: %v, want nothing (reading it reports it)", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/edgeheal/edgeheal/broker"
 )
 
 // Version is the only schema version this build reads.
@@ -148,16 +150,9 @@ type Broker struct {
 	TLS          TLS      `yaml:"tls"`
 }
 
-// TLS configures a TLS client. Empty CA means the system roots.
-type TLS struct {
-	CA         string `yaml:"ca"`
-	Cert       string `yaml:"cert"`
-	Key        string `yaml:"key"`
-	ServerName string `yaml:"server_name"`
-}
-
-// Enabled reports whether any TLS setting is present.
-func (t TLS) Enabled() bool { return t != TLS{} }
+// TLS configures a TLS client (broker.TLS: the keys every program
+// writes the same). Empty CA means the system roots.
+type TLS = broker.TLS
 
 // Report configures where the agent reports.
 type Report struct {

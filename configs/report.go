@@ -3,6 +3,8 @@ package configs
 import (
 	"fmt"
 	"time"
+
+	"github.com/edgeheal/edgeheal/broker"
 )
 
 // Reconnect is how the MQTT publisher returns to its broker after a
@@ -28,7 +30,7 @@ type Reconnect struct {
 // over plaintext is already refused: TLS settings with a plain URL are.)
 func (v *validator) reportMQTT(p string, m ReportMQTT) {
 	if m.Broker != "" && m.PasswordFile != "" && !m.InsecurePlaintext {
-		if b, err := ParseBrokerURL(m.Broker); err == nil && !b.TLS {
+		if b, err := broker.ParseURL(m.Broker); err == nil && !b.TLS {
 			v.add(p+".password_file", "the password would cross the network in clear: %s is plain %s://; use ssl://, tls:// or mqtts://, or set %s.insecure_plaintext: true to accept that",
 				b, b.Scheme, p)
 		}
@@ -52,7 +54,7 @@ func (m ReportMQTT) PlaintextWarning() string {
 	if m.Broker == "" || m.PasswordFile == "" || !m.InsecurePlaintext {
 		return ""
 	}
-	b, err := ParseBrokerURL(m.Broker)
+	b, err := broker.ParseURL(m.Broker)
 	if err != nil || b.TLS {
 		return ""
 	}

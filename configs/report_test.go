@@ -1,47 +1,11 @@
 package configs
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
-
-func TestParseBrokerURLRefusesCredentialsWithoutShowingThem(t *testing.T) {
-	for _, in := range []string{
-		"tcp://user:pw-s3cret@host:1883",
-		"ssl://pw-s3cret@host:8883",
-		"mqtts://user:pw-s3cret@[fd00::1]:8883",
-		"user:pw-s3cret@host:1883", // no scheme: still an authority with credentials
-		"tcp://user:pw-s3cret@host:bad",
-	} {
-		_, err := ParseBrokerURL(in)
-		if err == nil || !strings.Contains(err.Error(), "credentials do not belong in a broker URL") {
-			t.Errorf("ParseBrokerURL(%q) = %v, want it refused for its credentials", in, err)
-			continue
-		}
-		if strings.Contains(err.Error(), "pw-s3cret") || strings.Contains(err.Error(), "user:") {
-			t.Errorf("the error for %q shows the credentials: %v", in, err)
-		}
-	}
-}
-
-func TestRedactBrokerURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"tcp://host:1883":              "tcp://host:1883",
-		"tcp://u:p@host:1883":          "tcp://***@host:1883",
-		"tcp://u:p@x@host:1883":        "tcp://***@host:1883",
-		"u:p@host:1883":                "***@host:1883",
-		"tcp://host:1883/a@b":          "tcp://host:1883/a@b", // not the authority
-		"ssl://u@[fd00::1]:8883?x=y@z": "ssl://***@[fd00::1]:8883?x=y@z",
-	} {
-		if got := RedactBrokerURL(in); got != want {
-			t.Errorf("RedactBrokerURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 func TestValidateRefusesAPasswordOverPlaintextUnlessTheConfigAcceptsIt(t *testing.T) {
 	const file = "/etc/edgeheal/config.d/50-report.yaml"
@@ -105,32 +69,6 @@ func TestPlaintextWarning(t *testing.T) {
 	}
 }
 
-func TestCheckSecretFile(t *testing.T) {
-	dir := t.TempDir()
-	for _, tt := range []struct {
-		mode os.FileMode
-		warn bool
-	}{{0o600, false}, {0o400, false}, {0o640, true}, {0o604, true}, {0o620, true}} {
-		p := filepath.Join(dir, "secret")
-		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, tt.mode); err != nil {
-			t.Fatal(err)
-		}
-		err := CheckSecretFile(p)
-		if (err != nil) != tt.warn {
-			t.Errorf("mode %04o: %v, want a warning: %v", tt.mode, err, tt.warn)
-		}
-		if err != nil && !strings.Contains(err.Error(), "chmod 600 "+p) {
-			t.Errorf("mode %04o: %v, want the fix in it", tt.mode, err)
-		}
-	}
-	if err := CheckSecretFile(filepath.Join(dir, "missing")); err != nil {
-		t.Errorf("a missing file: %v, want nothing (reading it reports it)", err)
-	}
-}
-
 func TestSecretFilesListsEveryPasswordAndKeyFile(t *testing.T) {
 	cfg, err := Parse("c.yaml", []byte(`version: 1
 node: {name: n1}
@@ -148,5 +86,16 @@ workloads:
 	}
 	if diff := cmp.Diff(want, cfg.SecretFiles()); diff != "" {
 		t.Errorf("SecretFiles (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateRefusesTLSWithAPlainBrokerURL(t *testing.T) {
+	cfg, err := Parse("/etc/edgeheal/config.yaml", []byte(`version: 1
+node: {name: n1}
+report:
+  mqtt: {broker: "tcp://cloud:1883", tls: {ca: /etc/edgeheal/ca.pem}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `report.mqtt.broker: "tcp://cloud:1883" is plain tcp:// but tls is configured`) {
+		t.Errorf("Parse = %v, %v; want a problem naming the plain URL", cfg, err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgeheal/edgeheal/broker"
 )
 
 // Validate reports every problem of c at once (errors.Join of Problem
@@ -295,11 +297,11 @@ func (v *validator) credentials(p, user, passwordFile string, tls TLS) {
 	}
 }
 
-// brokerURL reports a broker URL that ParseBrokerURL refuses, and TLS
+// brokerURL reports a broker URL that broker.ParseURL refuses, and TLS
 // settings next to a plain URL: they would be ignored, and a node that
 // was meant to use TLS would not.
 func (v *validator) brokerURL(p, s string, t TLS) {
-	b, err := ParseBrokerURL(s)
+	b, err := broker.ParseURL(s)
 	switch {
 	case err != nil:
 		v.add(p, "%v", err)

@@ -13,7 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/broker"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // DefaultConfigPath is where edgeheal-fleet reads its configuration.
@@ -22,17 +23,23 @@ const DefaultConfigPath = "/etc/edgeheal-fleet/config.yaml"
 // DefaultListen is the address of the page and /metrics.
 const DefaultListen = "127.0.0.1:9470"
 
-// Config is edgeheal-fleet's configuration: the broker, with the same keys
-// (and the same parsing of URLs, TLS and password files) as the agent's
-// report.mqtt, plus the shared subscription group, and where to serve.
+// Config is edgeheal-fleet's configuration: the broker, with the keys (and
+// the parsing of URLs, TLS and password files, package broker) of the
+// agent's report.mqtt, plus the shared subscription group, and where to
+// serve.
 type Config struct {
 	MQTT   MQTT   `yaml:"mqtt"`
 	Listen string `yaml:"listen"`
 }
 
-// MQTT is the broker connection: configs.ReportMQTT and Share.
+// MQTT is the broker connection.
 type MQTT struct {
-	configs.ReportMQTT `yaml:",inline"`
+	Broker       string     `yaml:"broker"` // empty: not configured yet
+	ClientID     string     `yaml:"client_id"`
+	TopicPrefix  string     `yaml:"topic_prefix"`
+	Username     string     `yaml:"username"`
+	PasswordFile string     `yaml:"password_file"`
+	TLS          broker.TLS `yaml:"tls"`
 	// Share is an MQTT shared subscription group for the events: several
 	// instances with the same group each get a share of them. Empty: this
 	// instance gets every event.
@@ -53,7 +60,7 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig decodes and validates configuration bytes; name is used in
 // errors.
 func ParseConfig(name string, data []byte) (Config, error) {
-	c := Config{MQTT: MQTT{ReportMQTT: configs.ReportMQTT{TopicPrefix: "edgeheal/v1"}}, Listen: DefaultListen}
+	c := Config{MQTT: MQTT{TopicPrefix: wire.DefaultTopicPrefix}, Listen: DefaultListen}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
@@ -65,7 +72,7 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	}
 	m := c.MQTT
 	if m.Broker != "" {
-		if b, err := configs.ParseBrokerURL(m.Broker); err != nil {
+		if b, err := broker.ParseURL(m.Broker); err != nil {
 			bad("mqtt.broker", "%v", err)
 		} else if !b.TLS && m.TLS.Enabled() {
 			bad("mqtt.broker", "%q is plain %s:// but tls is configured: use ssl://, tls:// or mqtts://", m.Broker, b.Scheme)

@@ -12,16 +12,17 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
-	"github.com/edgeheal/edgeheal/configs"
+
+	"github.com/edgeheal/edgeheal/broker"
 )
 
 // MQTTConfig is an MQTT broker to probe with CONNECT/CONNACK.
 type MQTTConfig struct {
-	// Broker is a broker URL as configs.ParseBrokerURL reads it.
+	// Broker is a broker URL as broker.ParseURL reads it.
 	Broker       string
 	Username     string
-	PasswordFile string      // read at every probe (configs.ReadPassword)
-	TLS          configs.TLS // used with an ssl://, tls:// or mqtts:// broker
+	PasswordFile string     // read at every probe (broker.ReadPassword)
+	TLS          broker.TLS // used with an ssl://, tls:// or mqtts:// broker
 	// ClientID defaults to a random "edgeheal-probe-..." id, so that
 	// probes never take over a real client's session.
 	ClientID string
@@ -117,18 +118,18 @@ func newMQTTDial(ns Netns, cfg MQTTConfig) (*mqttDial, error) {
 	if d.timeout <= 0 {
 		d.timeout = DefaultTimeout
 	}
-	broker, err := configs.ParseBrokerURL(cfg.Broker)
+	addr, err := broker.ParseURL(cfg.Broker)
 	if err != nil {
 		return nil, err
 	}
-	d.hostport = broker.Addr()
-	if broker.TLS {
-		if d.tls, err = cfg.TLS.ClientConfig(broker.Host); err != nil {
+	d.hostport = addr.Addr()
+	if addr.TLS {
+		if d.tls, err = cfg.TLS.ClientConfig(addr.Host); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.PasswordFile != "" {
-		if d.password, err = configs.ReadPassword(cfg.PasswordFile); err != nil {
+		if d.password, err = broker.ReadPassword(cfg.PasswordFile); err != nil {
 			return nil, err
 		}
 	}

@@ -10,21 +10,21 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 )
 
-// broker is the tests' mosquitto with one user, "probe".
-type broker struct {
+// testBroker is the tests' mosquitto with one user, "probe".
+type testBroker struct {
 	*mosquitto.Broker
 	user, passwd string // passwd: a file holding the right password
 }
 
 // startMosquitto runs mosquitto on a plain and a TLS loopback port with one
 // user; it ends when the test does.
-func startMosquitto(t *testing.T) *broker { return startMosquittoIn(t, Netns{}) }
+func startMosquitto(t *testing.T) *testBroker { return startMosquittoIn(t, Netns{}) }
 
 // startMosquittoIn is startMosquitto inside ns.
-func startMosquittoIn(t testing.TB, ns Netns) *broker {
+func startMosquittoIn(t testing.TB, ns Netns) *testBroker {
 	t.Helper()
 	b := mosquitto.Start(t, mosquitto.Options{Users: map[string]string{"probe": "right-password"}, Plain: true, TLS: true, Netns: ns.Path})
-	return &broker{Broker: b, user: "probe", passwd: b.PasswordFile(t, "probe", "right-password")}
+	return &testBroker{Broker: b, user: "probe", passwd: b.PasswordFile(t, "probe", "right-password")}
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.

@@ -18,7 +18,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/broker"
 )
 
 // link is one broker connection.
@@ -143,7 +143,7 @@ func (p *Publisher) credentials() (*tls.Config, string, error) {
 	password := ""
 	if f := p.opts.Config.PasswordFile; f != "" {
 		var err error
-		if password, err = configs.ReadPassword(f); err != nil {
+		if password, err = broker.ReadPassword(f); err != nil {
 			return nil, "", fmt.Errorf("%w: %w", errSetup, err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/outbox"
+	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/probes"
 )
@@ -92,7 +93,7 @@ type Options struct {
 type Publisher struct {
 	opts      Options
 	log       *slog.Logger
-	broker    configs.BrokerURL
+	broker    broker.URL
 	reconnect configs.Reconnect
 	prefix    string
 	clientID  string
@@ -122,7 +123,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	if opts.Config.Broker == "" {
 		return nil, errors.New("creating the mqtt publisher: no broker configured")
 	}
-	broker, err := configs.ParseBrokerURL(opts.Config.Broker)
+	addr, err := broker.ParseURL(opts.Config.Broker)
 	if err != nil {
 		return nil, fmt.Errorf("creating the mqtt publisher: report.mqtt.broker: %w", err)
 	}
@@ -161,7 +162,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	}
 	p := &Publisher{
 		opts:      opts,
-		broker:    broker,
+		broker:    addr,
 		reconnect: withDefaults(rc),
 		prefix:    strings.TrimRight(opts.Config.TopicPrefix, "/"),
 		clientID:  opts.Config.ClientID,
@@ -175,7 +176,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	if p.clientID == "" {
 		p.clientID = "edgeheal-" + opts.Node.Name
 	}
-	p.log = opts.Logger.With("broker", broker.String(), "client_id", p.clientID)
+	p.log = opts.Logger.With("broker", addr.String(), "client_id", p.clientID)
 	p.session.Store(opts.Session.Current())
 	return p, nil
 }

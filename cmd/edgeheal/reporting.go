@@ -9,6 +9,7 @@ import (
 	"github.com/edgeheal/edgeheal/agent/metrics"
 	"github.com/edgeheal/edgeheal/agent/mqtt"
 	"github.com/edgeheal/edgeheal/agent/outbox"
+	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -85,7 +86,7 @@ func warnAboutSecrets(cfg *configs.Config, log *slog.Logger) {
 		log.Warn(w)
 	}
 	for _, f := range cfg.SecretFiles() {
-		if err := configs.CheckSecretFile(f.Path); err != nil {
+		if err := broker.CheckSecretFile(f.Path); err != nil {
 			log.Warn("a secret file is readable by others", "key", f.Key, "error", err)
 		}
 	}

@@ -19,7 +19,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/fleet"
 )
 
@@ -69,7 +69,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.MQTT.Broker == "" {
 		return errors.New("no broker configured (mqtt.broker)")
 	}
-	broker, err := configs.ParseBrokerURL(opts.MQTT.Broker)
+	addr, err := broker.ParseURL(opts.MQTT.Broker)
 	if err != nil {
 		return fmt.Errorf("mqtt.broker: %w", err)
 	}
@@ -85,7 +85,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &runner{opts: opts, broker: broker, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
+	r := &runner{opts: opts, broker: addr, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
 	limit := time.Second
 	for {
 		err := r.session(ctx)
@@ -107,7 +107,7 @@ func Run(ctx context.Context, opts Options) error {
 
 type runner struct {
 	opts   Options
-	broker configs.BrokerURL
+	broker broker.URL
 	log    *slog.Logger
 }
 
@@ -198,7 +198,7 @@ func (r *runner) credentials() (*tls.Config, string, error) {
 		}
 	}
 	if f := r.opts.MQTT.PasswordFile; f != "" {
-		pw, err := configs.ReadPassword(f)
+		pw, err := broker.ReadPassword(f)
 		return tc, pw, err
 	}
 	return tc, "", nil

@@ -184,7 +184,7 @@ func startView(t *testing.T, c *cloud, share, clientID string) *view {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- source.Run(ctx, source.Options{MQTT: fleet.MQTT{ReportMQTT: cfg, Share: share}, Store: store,
+		done <- source.Run(ctx, source.Options{MQTT: withShare(cfg, share), Store: store,
 			DialTimeout: 3 * time.Second, MaxBackoff: time.Second})
 	}()
 	srv := httptest.NewServer(web.Handler(web.Options{Store: store, Version: "test"}))
@@ -351,4 +351,11 @@ func publisher(t *testing.T, c *cloud, user string) paho.Client {
 	}
 	t.Cleanup(func() { cl.Disconnect(100) })
 	return cl
+}
+
+// withShare is the fleet view's connection for the same user, in a
+// shared subscription group (none: "").
+func withShare(m configs.ReportMQTT, share string) fleet.MQTT {
+	return fleet.MQTT{Broker: m.Broker, ClientID: m.ClientID, TopicPrefix: m.TopicPrefix, Username: m.Username,
+		PasswordFile: m.PasswordFile, TLS: m.TLS, Share: share}
 }
