@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // History bounds per node: memory stays flat however long a node lives.
@@ -31,20 +33,20 @@ type Incident struct {
 
 // Node is what the view knows of one node.
 type Node struct {
-	Name           string     `json:"name"`
-	Site           string     `json:"site"`
-	State          string     `json:"state"`
-	Since          time.Time  `json:"since"`     // when State began (as far as the view saw)
-	LastSeen       time.Time  `json:"last_seen"` // the last time the node itself said something
-	Session        uint64     `json:"session"`
-	StatusTS       time.Time  `json:"status_ts"`
-	Version        string     `json:"version,omitempty"`
-	ConfigRevision string     `json:"config_revision,omitempty"`
-	ChecksTotal    int        `json:"checks_total"`
-	ChecksHealthy  int        `json:"checks_healthy"`
-	Checks         []Check    `json:"checks,omitempty"`
-	Incidents      []Incident `json:"incidents,omitempty"`
-	LastAction     *Entry     `json:"last_action,omitempty"`
+	Name           string       `json:"name"`
+	Site           string       `json:"site"`
+	State          string       `json:"state"`
+	Since          time.Time    `json:"since"`     // when State began (as far as the view saw)
+	LastSeen       time.Time    `json:"last_seen"` // the last time the node itself said something
+	Session        uint64       `json:"session"`
+	StatusTS       time.Time    `json:"status_ts"`
+	Version        string       `json:"version,omitempty"`
+	ConfigRevision string       `json:"config_revision,omitempty"`
+	ChecksTotal    int          `json:"checks_total"`
+	ChecksHealthy  int          `json:"checks_healthy"`
+	Checks         []wire.Check `json:"checks,omitempty"`
+	Incidents      []Incident   `json:"incidents,omitempty"`
+	LastAction     *Entry       `json:"last_action,omitempty"`
 }
 
 // Entry is one event as a node's history keeps it: what the page shows,
@@ -113,18 +115,14 @@ func (n *node) seenID(id string) bool {
 // replay reports whether an event with a sequence number is at or below
 // what the node already sent: (session, seq) pairs only grow. Events
 // without Seq are never replays by this rule (their id decides). An event
-// with Seq but no Session counts in the session of the node's last
-// status, so a sequence that starts again after a restart (a new state
-// directory) is not taken for a replay.
-func (n *node) replay(e Event) bool {
-	if e.Seq == nil {
+// counts in the session of the node's last status, so a sequence that
+// starts again after a restart (a new state directory) is not taken for a
+// replay.
+func (n *node) replay(e wire.EventMessage) bool {
+	if e.Seq == 0 {
 		return false
 	}
-	session := n.Session
-	if e.Session != nil {
-		session = *e.Session
-	}
-	seq := *e.Seq
+	session, seq := n.Session, e.Seq
 	if n.wm.set && (session < n.wm.session || (session == n.wm.session && seq <= n.wm.seq)) {
 		return true
 	}

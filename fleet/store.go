@@ -3,6 +3,8 @@ package fleet
 import (
 	"sync"
 	"time"
+
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // Message is one MQTT message as the view received it.
@@ -85,18 +87,18 @@ type applied struct {
 }
 
 func (s *Store) apply(m Message) applied {
-	name, kind, err := ParseTopic(s.prefix, m.Topic)
+	name, kind, err := wire.ParseTopic(s.prefix, m.Topic)
 	if err != nil {
 		s.lastErr = err.Error()
 		return applied{typ: TypeStatus, res: Invalid}
 	}
-	if kind == TopicEvent {
-		e, err := DecodeEvent(m.Payload)
+	if kind == wire.TopicEvent {
+		e, err := wire.DecodeEvent(m.Payload)
 		if err != nil {
 			s.lastErr = name + ": " + err.Error()
 			return applied{typ: TypeEvent, res: Invalid}
 		}
-		return applied{typ: TypeEvent, kind: e.Kind, ts: e.TS, res: s.applyEvent(s.node(name), e, m)}
+		return applied{typ: TypeEvent, kind: e.Kind, ts: e.Time, res: s.applyEvent(s.node(name), e, m)}
 	}
 	if len(m.Payload) == 0 {
 		if _, ok := s.nodes[name]; !ok {
@@ -105,7 +107,7 @@ func (s *Store) apply(m Message) applied {
 		delete(s.nodes, name)
 		return applied{typ: TypeStatus, res: Removed}
 	}
-	st, err := DecodeStatus(m.Payload)
+	st, err := wire.DecodeStatus(m.Payload)
 	if err != nil {
 		s.lastErr = name + ": " + err.Error()
 		return applied{typ: TypeStatus, res: Invalid}
@@ -131,7 +133,7 @@ func (s *Store) node(name string) *node {
 // that was replaced). Within a session messages come in order on one
 // topic, and lost or offline end the session: whatever of that session
 // comes after them is stale.
-func statusOrder(n *node, st Status) Result {
+func statusOrder(n *node, st wire.Status) Result {
 	if !n.hasStatus || st.Session > n.Session {
 		return Applied
 	}
@@ -150,7 +152,7 @@ func statusOrder(n *node, st Status) Result {
 	return Applied
 }
 
-func (s *Store) applyStatus(n *node, st Status, m Message) Result {
+func (s *Store) applyStatus(n *node, st wire.Status, m Message) Result {
 	if r := statusOrder(n, st); r != Applied {
 		return r
 	}
@@ -217,21 +219,21 @@ func (n *node) reconcile(at time.Time) {
 	}
 }
 
-func (s *Store) applyEvent(n *node, e Event, m Message) Result {
+func (s *Store) applyEvent(n *node, e wire.EventMessage, m Message) Result {
 	if n.seenID(e.ID) {
 		return Duplicate
 	}
 	if n.replay(e) {
 		return Stale
 	}
-	if e.TS.IsZero() {
-		e.TS = m.Received
+	if e.Time.IsZero() {
+		e.Time = m.Received
 	}
 	if n.Site == "" {
 		n.Site = e.Site
 	}
-	n.seen(m, e.TS)
-	en := Entry{TS: e.TS, Kind: s.intern(e.Kind), Target: s.intern(e.Target), Action: s.intern(e.Action),
+	n.seen(m, e.Time)
+	en := Entry{TS: e.Time, Kind: s.intern(e.Kind), Target: s.intern(e.Target), Action: s.intern(e.Action),
 		Result: s.intern(e.Result), Duration: e.Duration, Summary: e.Summary}
 	n.events = insertByTime(n.events, en, keepEvents)
 	if e.Kind == "action" {
@@ -239,28 +241,28 @@ func (s *Store) applyEvent(n *node, e Event, m Message) Result {
 		last := n.actions[len(n.actions)-1]
 		n.LastAction = &last
 	}
-	n.count(e.Kind, e.TS, m.Received)
+	n.count(e.Kind, e.Time, m.Received)
 	n.incident(e)
 	return Applied
 }
 
 // incident opens, marks or closes the incident an event speaks of.
-func (n *node) incident(e Event) {
+func (n *node) incident(e wire.EventMessage) {
 	switch e.Kind {
 	case "incident":
 		if in, ok := n.incidents[e.Target]; ok && !in.FromStatus {
 			return
 		}
-		n.incidents[e.Target] = &Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.TS, Summary: e.Summary}
+		n.incidents[e.Target] = &Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.Time, Summary: e.Summary}
 	case "gave-up", "degraded":
 		in, ok := n.incidents[e.Target]
 		if !ok {
-			in = &Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.TS, Summary: e.Summary}
+			in = &Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.Time, Summary: e.Summary}
 			n.incidents[e.Target] = in
 		}
 		in.GaveUp = true
 	case "recovered":
-		if in, ok := n.incidents[e.Target]; ok && !e.TS.Before(in.Opened) {
+		if in, ok := n.incidents[e.Target]; ok && !e.Time.Before(in.Opened) {
 			delete(n.incidents, e.Target)
 		}
 	}

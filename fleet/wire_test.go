@@ -1,76 +1,55 @@
 package fleet
 
 import (
-	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/wire"
+	"github.com/edgeheal/edgeheal/wire/wiretest"
 )
 
-// The agent's own payload types, marshalled as the agent does, decode into
-// the view's types with every field the view uses: the JSON is the
-// contract between the two (the view does not link the agent).
-func TestTheAgentsPayloadsDecode(t *testing.T) {
-	ts := time.Date(2026, 11, 29, 12, 0, 3, 512e6, time.UTC)
-	st := mqtt.StatusMessage{V: mqtt.PayloadVersion, State: "degraded", Session: 17, TS: ts, Node: "edge-17", Site: "plant-7",
-		Version: "1.4.0", ConfigRevision: "r42", Checks: &mqtt.ChecksSummary{Total: 1, Healthy: 0, Items: []mqtt.CheckSummary{
-			{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false, Detail: "probe failed", LastAction: "handshake", Since: ts}}}}
-	b, _ := json.Marshal(st)
-	got, err := DecodeStatus(b)
-	if err != nil {
-		t.Fatal(err)
+// The view reads the wire format's golden payloads (the ones the agent's
+// publisher tests hold its output to) with every field it shows: the
+// JSON is the contract between the two, and the view does not link the
+// agent.
+func TestTheViewReadsTheWireFormat(t *testing.T) {
+	s := NewStore(wire.DefaultTopicPrefix)
+	st, ev := wiretest.Status(), wiretest.EventMessage()
+	topic := func(kind string) string { return wire.Topic(wire.DefaultTopicPrefix, st.Node, kind) }
+	if r := s.Apply(Message{Topic: topic(wire.TopicStatus), Payload: wiretest.Golden(t, wiretest.StatusFile), Received: t0}); r != Applied {
+		t.Fatalf("the golden status: %v, want applied", r)
 	}
-	want := Status{V: 1, State: "degraded", Session: 17, TS: ts, Node: "edge-17", Site: "plant-7", Version: "1.4.0", ConfigRevision: "r42",
-		Checks: &Checks{Total: 1, Items: []Check{{Kind: "peer", Target: "wg0/AbCd", State: "healing", Detail: "probe failed", LastAction: "handshake", Since: ts}}}}
+	if r := s.Apply(Message{Topic: topic(wire.TopicEvent), Payload: wiretest.Golden(t, wiretest.EventFile), Received: t0}); r != Applied {
+		t.Fatalf("the golden event: %v, want applied", r)
+	}
+	d, ok := s.Detail(st.Node, t0)
+	if !ok {
+		t.Fatal("the node is not in the view")
+	}
+	got := Node{Name: d.Name, Site: d.Site, State: d.State, Session: d.Session, StatusTS: d.StatusTS, Version: d.Version,
+		ConfigRevision: d.ConfigRevision, ChecksTotal: d.ChecksTotal, ChecksHealthy: d.ChecksHealthy, Checks: d.Checks}
+	want := Node{Name: st.Node, Site: st.Site, State: st.State, Session: st.Session, StatusTS: st.TS, Version: st.Version,
+		ConfigRevision: st.ConfigRevision, ChecksTotal: st.Checks.Total, ChecksHealthy: st.Checks.Healthy, Checks: st.Checks.Items}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("status (-want +got):\n%s", diff)
+		t.Errorf("the node from the golden status (-want +got):\n%s", diff)
 	}
-
-	b, _ = json.Marshal(mqtt.StatusMessage{V: mqtt.PayloadVersion, State: mqtt.StateLost, Session: 17})
-	if w, err := DecodeStatus(b); err != nil || w.State != StateLost || w.Session != 17 || !w.TS.IsZero() {
-		t.Errorf("the Will decodes as %+v, %v", w, err)
+	if len(d.Events) != 1 || d.Events[0].Kind != ev.Kind || !d.Events[0].TS.Equal(ev.Time) || d.Events[0].Summary != ev.Summary {
+		t.Errorf("the golden event in the view: %+v, want kind %s at %s", d.Events, ev.Kind, ev.Time)
 	}
-
-	ev := mqtt.EventMessage{V: mqtt.PayloadVersion, Node: "edge-17", Site: "plant-7", Event: agent.Event{
-		ID: "5f0c", Time: ts, Kind: "action", Target: "wg0/AbCd", Action: "handshake", Result: "changed", Duration: 0.004,
-		Summary: "handshake on wg0/AbCd changed", Evidence: map[string]any{"reason": "probe"}}}
-	b, _ = json.Marshal(ev)
-	e, err := DecodeEvent(b)
-	if err != nil {
-		t.Fatal(err)
+	if r := s.Apply(Message{Topic: topic(wire.TopicStatus), Payload: wiretest.Golden(t, wiretest.WillFile), Received: t0}); r != Applied {
+		t.Errorf("the golden Will: %v, want applied", r)
 	}
-	wantE := Event{V: 1, Node: "edge-17", Site: "plant-7", ID: "5f0c", TS: ts, Kind: "action", Target: "wg0/AbCd", Action: "handshake",
-		Result: "changed", Duration: 0.004, Summary: "handshake on wg0/AbCd changed", Evidence: map[string]any{"reason": "probe"}}
-	if diff := cmp.Diff(wantE, e); diff != "" {
-		t.Errorf("event (-want +got):\n%s", diff)
+	if d, _ := s.Detail(st.Node, t0); d.State != StateLost {
+		t.Errorf("after the Will the node is %s, want lost", d.State)
 	}
-	for _, s := range []string{mqtt.StateOffline, mqtt.StateLost, agent.StateOnline, agent.StateDegraded} {
+	for _, state := range []string{wire.StateOnline, wire.StateDegraded, wire.StateOffline, wire.StateLost} {
 		found := false
 		for _, v := range States {
-			found = found || v == s
+			found = found || v == state
 		}
 		if !found {
-			t.Errorf("agent state %q is not one the view knows", s)
-		}
-	}
-}
-
-func TestParseTopic(t *testing.T) {
-	for _, tt := range []struct{ topic, node, kind string }{
-		{"edgeheal/v1/edge-17/status", "edge-17", "status"},
-		{"edgeheal/v1/edge-17/event", "edge-17", "event"},
-		{"edgeheal/v1/edge-17/other", "", ""},
-		{"edgeheal/v1//status", "", ""},
-		{"edgeheal/v1/a/b/status", "", ""},
-		{"elsewhere/edge-17/status", "", ""},
-	} {
-		node, kind, err := ParseTopic("edgeheal/v1", tt.topic)
-		if node != tt.node || kind != tt.kind || (err == nil) != (tt.node != "") {
-			t.Errorf("ParseTopic(%q) = %q, %q, %v", tt.topic, node, kind, err)
+			t.Errorf("wire state %q is not one the view knows", state)
 		}
 	}
 }

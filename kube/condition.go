@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // ConditionType is the node condition edgeheal owns. True: the overlay
@@ -65,7 +67,7 @@ func Diagnose(prev Verdict, st *Status, readErr error, now time.Time, stale time
 	for _, c := range st.Checks {
 		r := checkReason(c)
 		if r == "" {
-			if !c.Healthy && (c.Kind == kindPeer || c.Kind == kindWorkload) {
+			if !c.Healthy && (c.Kind == wire.KindPeer || c.Kind == wire.KindWorkload) {
 				suspect = true // not confirmed yet
 			}
 			continue
@@ -103,27 +105,27 @@ func reasonRank(r string) int {
 // component).
 func checkReason(c Check) string {
 	switch c.Kind {
-	case kindPeer:
+	case wire.KindPeer:
 		switch c.State {
-		case peerDegraded:
+		case wire.CheckDegraded:
 			return ReasonGaveUp
-		case peerDown, peerHealing:
+		case wire.CheckDown, wire.CheckHealing:
 			return ReasonTunnelDark
 		}
-	case kindWorkload:
-		if c.State != workloadDown || c.Workload == nil {
+	case wire.KindWorkload:
+		if c.State != wire.CheckDown || c.Workload == nil {
 			return ""
 		}
 		switch c.Workload.Diagnosis {
-		case diagOverlay:
+		case wire.DiagOverlay:
 			return ReasonTunnelDark
-		case diagUplink:
+		case wire.DiagUplink:
 			return ReasonUplinkDown
-		case diagBroker:
+		case wire.DiagBroker:
 			return ReasonBrokerUnreachable
 		}
-	case kindUplink:
-		if strings.Contains(c.Detail, fightDetail) {
+	case wire.KindUplink:
+		if c.Uplink != nil && c.Uplink.Fighting {
 			return ReasonOffloadFight
 		}
 	}

@@ -1,30 +1,17 @@
 package kube
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
 	"github.com/google/go-cmp/cmp"
-)
 
-// TestTheAgentsNamesAreTheOnesReadHere: the reporter reads the agent's
-// JSON, not its code; this holds its copies of the names in step.
-func TestTheAgentsNamesAreTheOnesReadHere(t *testing.T) {
-	pairs := [][2]string{
-		{kindUplink, agent.KindUplink}, {kindPeer, agent.KindPeer}, {kindWorkload, agent.KindWorkload},
-		{peerDown, string(agent.PeerDown)}, {peerHealing, string(agent.PeerHealing)}, {peerDegraded, string(agent.PeerDegraded)},
-		{workloadDown, agent.WorkloadDown},
-		{diagOverlay, string(agent.DiagOverlay)}, {diagBroker, string(agent.DiagBroker)}, {diagUplink, string(agent.DiagUplink)},
-	}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("kube reads %q where the agent writes %q", p[0], p[1])
-		}
-	}
-}
+	"github.com/edgeheal/edgeheal/wire"
+	"github.com/edgeheal/edgeheal/wire/wiretest"
+)
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
@@ -33,11 +20,11 @@ func ready(checks ...Check) *Status {
 }
 
 func peer(state, detail string) Check {
-	return Check{Kind: kindPeer, Target: "wg0/AbCd", State: state, Healthy: state == "ok", Detail: detail}
+	return Check{Kind: wire.KindPeer, Target: "wg0/AbCd", State: state, Healthy: state == "ok", Detail: detail}
 }
 
 func workload(state, diag string) Check {
-	return Check{Kind: kindWorkload, Target: "telemetry", State: state, Healthy: state == "ok", Workload: &WorkloadCheck{Diagnosis: diag}}
+	return Check{Kind: wire.KindWorkload, Target: "telemetry", State: state, Healthy: state == "ok", Workload: &wire.WorkloadInfo{Diagnosis: diag}}
 }
 
 func TestDiagnose(t *testing.T) {
@@ -65,10 +52,10 @@ func TestDiagnose(t *testing.T) {
 			Verdict{Status: False, Reason: ReasonUplinkDown, Message: "edgeheal: workload telemetry down"}},
 		{"the broker refuses pods and host alike", healthy, ready(workload("down", "broker")), nil,
 			Verdict{Status: False, Reason: ReasonBrokerUnreachable, Message: "edgeheal: workload telemetry down"}},
-		{"an offload fight", healthy, ready(Check{Kind: kindUplink, Target: "wwan0", State: "ok", Healthy: true,
-			Detail: "fighting: turned back on 4 times since 2026-12-01T09:59:00Z"}), nil,
+		{"an offload fight", healthy, ready(Check{Kind: wire.KindUplink, Target: "wwan0", State: "ok", Healthy: true,
+			Detail: "fighting: turned back on 4 times since 2026-12-01T09:59:00Z", Uplink: &wire.UplinkInfo{Fighting: true}}), nil,
 			Verdict{Status: False, Reason: ReasonOffloadFight, Message: "edgeheal: uplink wwan0 ok: fighting: turned back on 4 times since 2026-12-01T09:59:00Z"}},
-		{"a dark tunnel wins over an offload fight", healthy, ready(Check{Kind: kindUplink, Target: "wwan0", State: "ok", Detail: "fighting: x"}, peer("down", "")), nil,
+		{"a dark tunnel wins over an offload fight", healthy, ready(Check{Kind: wire.KindUplink, Target: "wwan0", State: "ok", Detail: "fighting: x", Uplink: &wire.UplinkInfo{Fighting: true}}, peer("down", "")), nil,
 			Verdict{Status: False, Reason: ReasonTunnelDark, Message: "edgeheal: uplink wwan0 ok: fighting: x; peer wg0/AbCd down", Dark: true}},
 		{"the clock is not the overlay", Verdict{}, ready(Check{Kind: "clock", Target: "clock", State: "unsynchronised"}), nil, healthy},
 		{"the agent cannot be read", healthy, nil, errors.New("connection refused"),
@@ -160,8 +147,8 @@ func TestApplyTaintKeepsOtherTaints(t *testing.T) {
 func TestNotes(t *testing.T) {
 	healthy := Verdict{Status: True, Reason: ReasonHealthy}
 	dark := Verdict{Status: False, Reason: ReasonTunnelDark, Message: "edgeheal: peer wg0/AbCd down"}
-	acted := ready(Check{Kind: kindPeer, Target: "wg0/AbCd", State: "healing", LastAction: "handshake changed at 10:00:01"})
-	before := ready(Check{Kind: kindPeer, Target: "wg0/AbCd", State: "down"})
+	acted := ready(Check{Kind: wire.KindPeer, Target: "wg0/AbCd", State: "healing", LastAction: "handshake changed at 10:00:01"})
+	before := ready(Check{Kind: wire.KindPeer, Target: "wg0/AbCd", State: "down"})
 	reasons := func(ns []Note) string {
 		var s []string
 		for _, n := range ns {
@@ -179,7 +166,7 @@ func TestNotes(t *testing.T) {
 	if got := reasons(rec); got != "Normal OverlayRecovered" || !strings.Contains(rec[0].Message, "was TunnelDark for 12.3s") {
 		t.Errorf("recovery: %q %+v", got, rec)
 	}
-	guarded := ready(acted.Checks[0], Check{Kind: kindUplink, Target: "wwan0", State: "ok", LastAction: "offload-off changed at 10:00:02"})
+	guarded := ready(acted.Checks[0], Check{Kind: wire.KindUplink, Target: "wwan0", State: "ok", LastAction: "offload-off changed at 10:00:02"})
 	if got := reasons(Notes(&dark, dark, acted, guarded, t0, t0)); got != "Normal RepairAction" {
 		t.Errorf("an uplink a reload added, already acted on: %q", got)
 	}
@@ -226,5 +213,24 @@ func TestCorrelatorAggregatesAndRateLimits(t *testing.T) {
 	}
 	if _, ok := r.Correlate(Note{Type: Normal, Reason: ReasonRepair, Message: "late", Time: t0.Add(5 * time.Minute)}, name); !ok {
 		t.Error("a token did not come back after 5 minutes")
+	}
+}
+
+// The reporter reads the agent's local status in the wire format (the
+// golden file the agent's own tests hold its /v1/status to).
+func TestTheReporterReadsTheWireFormat(t *testing.T) {
+	var st Status
+	if err := json.Unmarshal(wiretest.Golden(t, wiretest.LocalStatusFile), &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Ready = true // the golden agent is still starting; a ready one is judged on its checks
+	v := Diagnose(Verdict{}, &st, nil, st.LastProgress, time.Minute)
+	if v.Status != False || v.Reason != ReasonTunnelDark || !v.Dark {
+		t.Errorf("Diagnose(golden) = %+v, want False %s (a peer healing, a workload dark on the overlay)", v, ReasonTunnelDark)
+	}
+	for _, want := range []string{"peer wg0/AbCdEfGh healing", "workload telemetry down"} {
+		if !strings.Contains(v.Message, want) {
+			t.Errorf("message %q does not name %q", v.Message, want)
+		}
 	}
 }

@@ -20,6 +20,15 @@ type Check struct {
 	Workload *WorkloadInfo `json:"workload,omitempty"`
 }
 
+// Check states that readers act on. A check may be in others (suspect,
+// unknown, fixed, ...); Healthy says whether any state is good.
+const (
+	CheckOK       = "ok"
+	CheckDown     = "down"     // confirmed bad: repairs may run
+	CheckHealing  = "healing"  // a repair ran and waits for its verification
+	CheckDegraded = "degraded" // edgeheal gave up: it alerts only, until the target is healthy again
+)
+
 // The kinds of checks.
 const (
 	KindUplink    = "uplink"
@@ -41,6 +50,10 @@ type UplinkInfo struct {
 	SelectedBy        []string          `json:"selected_by"`
 	TxChecksumGuarded bool              `json:"tx_checksum_guarded"`
 	Features          map[string]string `json:"features,omitempty"` // guarded features and their state, as ethtool -k prints it
+	// Fighting: something else keeps turning a guarded feature back on
+	// (ModemManager, a driver reset, a script); edgeheal keeps turning it
+	// off.
+	Fighting bool `json:"fighting,omitempty"`
 }
 
 // PeerInfo is what a peer check shows of a WireGuard peer. It carries no

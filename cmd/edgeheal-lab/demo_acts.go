@@ -131,7 +131,7 @@ func (d *demo) act3(ctx context.Context) error {
 	}
 	for _, e := range bench.EventsBetween(d.c.Events(), start, time.Time{}) {
 		if e.Kind == "incident" {
-			d.sum.BlackholeDetect = e.TS.Sub(start)
+			d.sum.BlackholeDetect = e.Time.Sub(start)
 			break
 		}
 	}
@@ -192,7 +192,7 @@ func (d *demo) act4(ctx context.Context) error {
 		}
 		want, missing := 0, 0
 		for _, e := range bench.LogEvents(d.a.Logs()) {
-			if !e.TS.Before(start) && e.TS.Before(restarted) {
+			if !e.Time.Before(start) && e.Time.Before(restarted) {
 				want++
 				if !got[e.ID] {
 					missing++
@@ -237,7 +237,7 @@ func (d *demo) act4(ctx context.Context) error {
 func queued(evs []bench.Event, from, to time.Time) int {
 	n := 0
 	for _, e := range evs {
-		if !e.TS.Before(from) && e.TS.Before(to) && e.Received.After(to) {
+		if !e.Time.Before(from) && e.Time.Before(to) && e.Received.After(to) {
 			n++
 		}
 	}

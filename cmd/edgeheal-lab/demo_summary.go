@@ -17,14 +17,14 @@ func (d *demo) report() {
 	fmt.Fprintf(w, "\n== What the cloud received (%d events, in the order they happened)\n", len(evs))
 	for _, e := range evs {
 		late := ""
-		if q := e.Received.Sub(e.TS); q > 2*time.Second {
+		if q := e.Received.Sub(e.Time); q > 2*time.Second {
 			late = fmt.Sprintf(" [delivered %.1f s later]", q.Seconds())
 		}
 		what := e.Kind
 		if e.Action != "" {
 			what += " " + e.Action
 		}
-		fmt.Fprintf(w, "  %8s  %-22s %-16s %s%s\n", d.at(e.TS), what, e.Target, e.Summary, late)
+		fmt.Fprintf(w, "  %8s  %-22s %-16s %s%s\n", d.at(e.Time), what, e.Target, e.Summary, late)
 	}
 	sts := d.c.Statuses()
 	if len(sts) > 0 {

@@ -14,8 +14,8 @@ import (
 // queued when that was over 2 s.
 func (d *demo) onEvent(e bench.Event) {
 	late := ""
-	if q := e.Received.Sub(e.TS); q > 2*time.Second {
-		late = fmt.Sprintf("  [happened at %s, queued %.1f s]", d.at(e.TS), q.Seconds())
+	if q := e.Received.Sub(e.Time); q > 2*time.Second {
+		late = fmt.Sprintf("  [happened at %s, queued %.1f s]", d.at(e.Time), q.Seconds())
 	}
 	what := e.Kind
 	if e.Action != "" {
@@ -29,6 +29,10 @@ func (d *demo) onEvent(e bench.Event) {
 
 // onStatus prints a status message as the cloud receives it.
 func (d *demo) onStatus(s bench.Status) {
+	if s.Checks == nil { // the Last Will, or a clean shutdown's offline
+		d.say("cloud ←", "status %s (session %d)", s.State, s.Session)
+		return
+	}
 	d.say("cloud ←", "status %s (%d/%d checks healthy, session %d)", s.State, s.Checks.Healthy, s.Checks.Total, s.Session)
 }
 

@@ -14,21 +14,13 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeheal/edgeheal/lab"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
-// Event is an edgeheal event as the cloud received it (the payload of
-// edgeheal/v1/<node>/event; see docs/operations.md, "Reporting").
+// Event is an edgeheal event as the cloud received it: the payload of
+// edgeheal/v1/<node>/event (package wire) and when it arrived.
 type Event struct {
-	ID       string         `json:"id"`
-	TS       time.Time      `json:"ts"`
-	Node     string         `json:"node,omitempty"`
-	Kind     string         `json:"kind"`
-	Target   string         `json:"target"`
-	Action   string         `json:"action,omitempty"`
-	Result   string         `json:"result,omitempty"`
-	Duration float64        `json:"duration_seconds,omitempty"`
-	Summary  string         `json:"summary"`
-	Evidence map[string]any `json:"evidence,omitempty"`
+	wire.EventMessage
 	// Received is when the cloud's subscriber got it.
 	Received time.Time `json:"received"`
 }
@@ -42,31 +34,13 @@ func (e Event) TunnelAction(wg string) bool {
 	return e.Kind == "action" && (e.Target == wg || strings.HasPrefix(e.Target, wg+"/"))
 }
 
-// Status is an edgeheal status message as the cloud received it.
+// Status is an edgeheal status message as the cloud received it: the
+// retained payload of edgeheal/v1/<node>/status (package wire), when it
+// arrived and whether the broker delivered it from its retained store.
 type Status struct {
-	State    string    `json:"state"`
-	Session  int       `json:"session"`
-	TS       time.Time `json:"ts,omitzero"`
-	Checks   Checks    `json:"checks"`
+	wire.Status
 	Received time.Time `json:"received"`
 	Retained bool      `json:"retained"`
-}
-
-// Checks is the status message's summary of checks.
-type Checks struct {
-	Total   int         `json:"total"`
-	Healthy int         `json:"healthy"`
-	Items   []CheckItem `json:"items,omitempty"`
-}
-
-// CheckItem is one check in a status message.
-type CheckItem struct {
-	Kind       string `json:"kind"`
-	Target     string `json:"target"`
-	State      string `json:"state"`
-	Healthy    bool   `json:"healthy"`
-	Detail     string `json:"detail,omitempty"`
-	LastAction string `json:"last_action,omitempty"`
 }
 
 // Cloud is an MQTT subscriber in the lab's cloud namespace that records
@@ -191,7 +165,7 @@ func (cl *Cloud) Events() []Event {
 	cl.mu.Lock()
 	out := append([]Event(nil), cl.events...)
 	cl.mu.Unlock()
-	sort.SliceStable(out, func(i, j int) bool { return out[i].TS.Before(out[j].TS) })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out
 }
 
@@ -206,7 +180,7 @@ func (cl *Cloud) Statuses() []Status {
 func EventsBetween(evs []Event, from, to time.Time) []Event {
 	var out []Event
 	for _, e := range evs {
-		if !e.TS.Before(from) && (to.IsZero() || e.TS.Before(to)) {
+		if !e.Time.Before(from) && (to.IsZero() || e.Time.Before(to)) {
 			out = append(out, e)
 		}
 	}

@@ -228,10 +228,10 @@ func (r *agentRun) detected(t time.Time) (time.Time, string, bool) {
 func agentActions(evs []Event, from time.Time, wg string) []Action {
 	var out []Action
 	for _, e := range evs {
-		if e.Kind != "action" || e.TS.Before(from) {
+		if e.Kind != "action" || e.Time.Before(from) {
 			continue
 		}
-		out = append(out, Action{At: e.TS, What: e.Action, Target: e.Target, Tunnel: e.TunnelAction(wg)})
+		out = append(out, Action{At: e.Time, What: e.Action, Target: e.Target, Tunnel: e.TunnelAction(wg)})
 	}
 	return out
 }
@@ -240,11 +240,11 @@ func agentActions(evs []Event, from time.Time, wg string) []Action {
 // noticed a problem.
 func agentDetected(evs []Event, t time.Time) (time.Time, string, bool) {
 	for _, e := range evs {
-		if e.TS.Before(t) {
+		if e.Time.Before(t) {
 			continue
 		}
 		if detectKinds[e.Kind] || e.Kind == "action" {
-			return e.TS, e.Kind + ": " + e.Summary, true
+			return e.Time, e.Kind + ": " + e.Summary, true
 		}
 	}
 	return time.Time{}, "", false
@@ -261,14 +261,15 @@ func LogEvents(lines []LogLine) []Event {
 			continue
 		}
 		str := func(k string) string { s, _ := ll.Attrs[k].(string); return s }
-		e := Event{ID: str("event_id"), TS: ll.Time, Kind: str("kind"), Target: str("target"),
-			Action: str("action"), Result: str("result"), Summary: ll.Msg}
+		var e Event
+		e.ID, e.Time, e.Kind, e.Target = str("event_id"), ll.Time, str("kind"), str("target")
+		e.Action, e.Result, e.Summary = str("action"), str("result"), ll.Msg
 		if d, ok := ll.Attrs["duration_seconds"].(float64); ok {
 			e.Duration = d
 			if e.Kind == "action" {
 				// Action events are logged when the action is done; their
 				// time is when it started.
-				e.TS = e.TS.Add(-time.Duration(d * float64(time.Second)))
+				e.Time = e.Time.Add(-time.Duration(d * float64(time.Second)))
 			}
 		}
 		out = append(out, e)

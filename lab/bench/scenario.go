@@ -284,7 +284,7 @@ func (e *env) finish(id string) {
 	scoreActions(r, from, at, what, ok, e.c.actions(from))
 	if id == S5 {
 		for _, ev := range e.c.events() {
-			if !ev.TS.Before(r.FaultAt) && ev.TS.Before(r.RestoreAt) && ev.Received.After(r.RestoreAt) {
+			if !ev.Time.Before(r.FaultAt) && ev.Time.Before(r.RestoreAt) && ev.Received.After(r.RestoreAt) {
 				r.EventsQueued++
 				r.QueuedDeliveredSeconds = max(r.QueuedDeliveredSeconds, seconds(ev.Received.Sub(r.RestoreAt)))
 			}
@@ -336,7 +336,7 @@ func (e *env) drain(ctx context.Context, limit time.Duration) error {
 		}
 		missing := 0
 		for _, ev := range LogEvents(a.a.Logs()) {
-			if !ev.TS.Before(e.res.FaultAt) && ev.TS.Before(e.res.RestoreAt) {
+			if !ev.Time.Before(e.res.FaultAt) && ev.Time.Before(e.res.RestoreAt) {
 				want++
 				if !got[ev.ID] {
 					missing++

@@ -38,7 +38,7 @@ func Checks() []wire.Check {
 		{Kind: wire.KindUplink, Target: "wwan0", State: "ok", Healthy: true, Detail: "fixed: tx-checksum-ip-generic: on→off",
 			LastAction: "offload-off changed at 2026-12-03T09:42:07Z", Since: When,
 			Uplink: &wire.UplinkInfo{SelectedBy: []string{"wwan*"}, TxChecksumGuarded: true,
-				Features: map[string]string{"tx-checksum-ip-generic": "off"}}},
+				Features: map[string]string{"tx-checksum-ip-generic": "off"}, Fighting: true}},
 		{Kind: wire.KindPeer, Target: "wg0/AbCdEfGh", State: "healing", Healthy: false, Detail: "probe missed: timeout",
 			LastAction: "handshake: changed at 2026-12-03T09:42:07Z", Since: When,
 			Peer: &wire.PeerInfo{Interface: "wg0", PublicKey: "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg=", Endpoint: "203.0.113.10:51820",
