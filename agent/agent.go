@@ -9,28 +9,31 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/agent/tunnel"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // Options are what an Agent runs with besides its config.
 type Options struct {
-	OS   OS
+	OS   core.OS
 	Log  *slog.Logger // nil: nothing is logged
-	Emit Emit         // events (the Recorder's Emit); nil: dropped
+	Emit core.Emit    // events (the Recorder's Emit); nil: dropped
 	// Reporting are the components that live as long as the process and
 	// do not follow the config's uplinks, tunnels and workloads: the
 	// outbox, the MQTT publisher, the HTTP API. A reload keeps them.
-	Reporting []Component
+	Reporting []core.Component
 	// OnRound, if set, is called after every sweep with the current checks
 	// (from the agent's goroutine: it must not block): the wiring feeds
 	// metrics, the MQTT status and systemd's STATUS= from it.
-	OnRound func(checks []Check)
+	OnRound func(checks []wire.Check)
 	// OnProbe, if set, receives every active probe (the metrics).
-	OnProbe func(ProbeSample)
+	OnProbe func(core.ProbeSample)
 	// Ledger keeps the policy state (budgets, actions in flight, open
 	// incidents) across reloads and, from its file, restarts; nil: one in
 	// memory, which reloads share.
-	Ledger *Ledger
+	Ledger *tunnel.Ledger
 }
 
 // Agent runs the components for its config under a supervisor, swaps them
@@ -63,17 +66,17 @@ func New(cfg *configs.Config, opts Options) *Agent {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Emit == nil {
-		opts.Emit = func(Event) {}
+		opts.Emit = func(core.Event) {}
 	}
 	if opts.Ledger == nil {
-		opts.Ledger, _ = OpenLedger("", time.Time{}, opts.Log)
+		opts.Ledger, _ = tunnel.OpenLedger("", time.Time{}, opts.Log)
 	}
 	return &Agent{opts: opts, log: opts.Log, reload: make(chan reloadReq), cfg: cfg}
 }
 
 // Report adds components that live as long as the process (see
 // Options.Reporting). Call it before Run.
-func (a *Agent) Report(cs ...Component) {
+func (a *Agent) Report(cs ...core.Component) {
 	a.opts.Reporting = append(a.opts.Reporting, cs...)
 }
 
@@ -230,17 +233,17 @@ func (a *Agent) WorkloadReady(name string) (bool, string, bool) {
 
 // Checks gathers the component checks (as of the last sweep) and every
 // component's checks of its targets, sorted by kind and target.
-func (a *Agent) Checks() []Check {
+func (a *Agent) Checks() []wire.Check {
 	a.mu.Lock()
 	st, sup := a.status, a.sup
 	a.mu.Unlock()
-	var out []Check
+	var out []wire.Check
 	for _, c := range st {
 		out = append(out, c.Check())
 	}
 	if sup != nil {
 		for _, c := range sup.Components() {
-			if ch, ok := c.(Checker); ok {
+			if ch, ok := c.(core.Checker); ok {
 				out = append(out, ch.Checks()...)
 			}
 		}
@@ -255,13 +258,13 @@ func (a *Agent) Checks() []Check {
 }
 
 // Evidence collects an incident's evidence sections for what the running
-// config watches: the Recorder's collect function.
-func (a *Agent) Evidence() map[string]any {
+// config watches, by ctx's deadline: the recorder's Collect.
+func (a *Agent) Evidence(ctx context.Context) map[string]any {
 	cfg := a.Config()
 	src := EvidenceSources{WG: a.opts.OS.WireGuard, Net: a.opts.OS.Links, SNMPPath: a.opts.OS.SNMPPath,
 		Checks: a.Checks, Now: a.opts.OS.Clock.Now}
 	for _, t := range cfg.Tunnels {
 		src.Tunnels = append(src.Tunnels, t.Interface)
 	}
-	return src.Collect()
+	return src.Collect(ctx)
 }

@@ -4,31 +4,38 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/edgeheal/edgeheal/agent/clock"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/agent/offload"
+	"github.com/edgeheal/edgeheal/agent/tunnel"
+	"github.com/edgeheal/edgeheal/agent/workload"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // parts are the components a config asks for: the offload guard (uplinks),
 // the clock guard and one monitor per tunnel (tunnels), the workload
 // monitor (workloads), wired to each other: an offload fix nudges every
 // tunnel, a workload's confirmed overlay failure is a suspicion for its
-// tunnel, and reassert re-runs the offload guard.
+// tunnel, and reassert re-runs the offload guard. The components never
+// import each other; these few lines are all they know of one another.
 type parts struct {
-	offload   *OffloadGuard
-	clock     *ClockGuard
-	tunnels   []*TunnelMonitor
-	byName    map[string]*TunnelMonitor
-	workloads *WorkloadMonitor
+	offload   *offload.Guard
+	clock     *clock.Guard
+	tunnels   []*tunnel.Monitor
+	byName    map[string]*tunnel.Monitor
+	workloads *workload.Monitor
 	log       *slog.Logger
-	all       []Component
+	all       []core.Component
 }
 
 // buildParts makes the components for cfg. It cannot fail: a handle a
 // component needs is opened (and its failure reported) when it runs.
 func buildParts(cfg *configs.Config, o Options) *parts {
-	p := &parts{byName: map[string]*TunnelMonitor{}, log: o.Log}
+	p := &parts{byName: map[string]*tunnel.Monitor{}, log: o.Log}
 	if len(cfg.Uplinks) > 0 {
-		p.offload = NewOffloadGuard(OffloadGuardConfig{
-			Uplinks: cfg.Uplinks, DryRun: cfg.DryRun, Floor: OffloadFloor(cfg.Interval.D()), OS: o.OS,
+		p.offload = offload.New(offload.Config{
+			Uplinks: cfg.Uplinks, DryRun: cfg.DryRun, Floor: offload.Floor(cfg.Interval.D()), OS: o.OS,
 			Log: o.Log.With("component", "offload"), Emit: o.Emit,
 			// A tunnel dark because of this uplink needs a fresh handshake now,
 			// not after probe.misses more seconds.
@@ -37,26 +44,26 @@ func buildParts(cfg *configs.Config, o Options) *parts {
 		p.all = append(p.all, p.offload)
 	}
 	if len(cfg.Tunnels) > 0 {
-		p.clock = NewClockGuard(o.OS.Clock)
+		p.clock = clock.New(o.OS.Clock)
 		p.all = append(p.all, p.clock)
 	}
 	for _, t := range cfg.Tunnels {
-		tc := TunnelMonitorConfig{Tunnel: t, Policy: cfg.Policy, DryRun: cfg.DryRun, OS: o.OS, Clock: p.clock,
+		tc := tunnel.Config{Tunnel: t, Policy: cfg.Policy, DryRun: cfg.DryRun, OS: o.OS, Clock: p.clock,
 			Ledger: o.Ledger, Log: o.Log.With("component", "tunnel"), Emit: o.Emit, OnProbe: o.OnProbe}
 		if p.offload != nil {
 			tc.Offload = p.offload
 		}
-		m := NewTunnelMonitor(tc)
+		m := tunnel.New(tc)
 		p.tunnels = append(p.tunnels, m)
 		p.byName[t.Interface] = m
 		p.all = append(p.all, m)
 	}
 	if len(cfg.Workloads) > 0 {
-		var sus TunnelSuspector // stays a nil interface without tunnels
+		wc := workload.Config{Workloads: cfg.Workloads, OS: o.OS, Emit: o.Emit, Log: o.Log.With("component", "workload"), OnProbe: o.OnProbe}
 		if len(p.tunnels) > 0 {
-			sus = p
+			wc.Tunnels = p // stays a nil interface without tunnels
 		}
-		p.workloads = NewWorkloadMonitor(cfg.Workloads, o.OS, sus, o.Emit, o.Log.With("component", "workload"), o.OnProbe)
+		p.workloads = workload.New(wc)
 		p.all = append(p.all, p.workloads)
 	}
 	return p
@@ -70,7 +77,7 @@ func (p *parts) start(ctx context.Context, sup *Supervisor) {
 }
 
 // owns reports whether c is one of the parts (for Supervisor.Stop).
-func (p *parts) owns(c Component) bool {
+func (p *parts) owns(c core.Component) bool {
 	for _, x := range p.all {
 		if x == c {
 			return true
@@ -85,8 +92,8 @@ func (p *parts) nudge(reason string) {
 	}
 }
 
-// Suspect implements TunnelSuspector for the workloads: the suspicion goes
-// to the tunnel by its interface; an unknown one is logged and ignored.
+// Suspect implements workload.Tunnels: the suspicion goes to the tunnel by
+// its interface; an unknown one is logged and ignored.
 func (p *parts) Suspect(tunnel, reason string) {
 	m, ok := p.byName[tunnel]
 	if !ok {
@@ -96,7 +103,7 @@ func (p *parts) Suspect(tunnel, reason string) {
 	m.Suspect(reason)
 }
 
-// TunnelHealthy implements TunnelSuspector: whether the tunnel's own probe
+// TunnelHealthy implements workload.Tunnels: whether the tunnel's own probe
 // answers. An unknown tunnel is not healthy (nothing says it is).
 func (p *parts) TunnelHealthy(tunnel string) (bool, string) {
 	m, ok := p.byName[tunnel]
@@ -109,23 +116,23 @@ func (p *parts) TunnelHealthy(tunnel string) (bool, string) {
 // NodeReport is `edgeheal check`: one observation of the node with the
 // daemon's own components, changing nothing.
 type NodeReport struct {
-	Healthy bool          `json:"healthy"`
-	Uplinks *UplinkReport `json:"uplinks,omitempty"`
-	Checks  []Check       `json:"checks"`
+	Healthy bool            `json:"healthy"`
+	Uplinks *offload.Report `json:"uplinks,omitempty"`
+	Checks  []wire.Check    `json:"checks"`
 }
 
 // CheckNode builds the components cfg asks for, as a dry run, and asks
 // each for its one-shot check: the offload guard's reconciler without
 // changes, one reading of every tunnel and the clock, one probe round of
 // every workload. An error means the uplinks could not even be listed.
-func CheckNode(ctx context.Context, cfg *configs.Config, os OS, log *slog.Logger) (NodeReport, error) {
+func CheckNode(ctx context.Context, cfg *configs.Config, os core.OS, log *slog.Logger) (NodeReport, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	dry := *cfg
 	dry.DryRun = true
-	p := buildParts(&dry, Options{OS: os, Log: log, Emit: func(Event) {}})
-	rep := NodeReport{Healthy: true, Checks: []Check{}}
+	p := buildParts(&dry, Options{OS: os, Log: log, Emit: core.Discard})
+	rep := NodeReport{Healthy: true, Checks: []wire.Check{}}
 	if p.offload != nil {
 		up, err := p.offload.Check(ctx)
 		if err != nil {

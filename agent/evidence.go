@@ -1,9 +1,13 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/edgeheal/edgeheal/probes"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // EvidenceSources are where an incident's evidence bundle is read from.
@@ -15,8 +19,8 @@ type EvidenceSources struct {
 		Routes() ([]probes.RouteInfo, error)
 		LinkStats() ([]probes.LinkStat, error)
 	}
-	SNMPPath string         // /proc/net/snmp of the agent's namespace; "" leaves the udp section out
-	Checks   func() []Check // the last probe results and uplink features, as the checks hold them
+	SNMPPath string              // /proc/net/snmp of the agent's namespace; "" leaves the udp section out
+	Checks   func() []wire.Check // the last probe results and uplink features, as the checks hold them
 	Now      func() time.Time
 }
 
@@ -32,63 +36,44 @@ type evidencePeer struct {
 	KeepaliveSecs    float64 `json:"keepalive_seconds"`
 }
 
-// Collect reads every section it has a source for. A section that could
-// not be read holds {"error": "..."} instead: evidence is best effort and
-// never stops an event.
-func (s EvidenceSources) Collect() map[string]any {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
+// Collect reads every section it has a source for, each on a goroutine of
+// its own, and returns by ctx's deadline: a section that could not be
+// read holds {"error": "..."}, and one that gave no answer in time holds
+// {"error": "gave no answer within ..."} while its read goes on alone.
+// Evidence is best effort and never holds an event up.
+func (s EvidenceSources) Collect(ctx context.Context) map[string]any {
+	var mu sync.Mutex
 	out := map[string]any{}
+	pending := map[string]bool{}
+	var wg sync.WaitGroup
+	section := func(name string, read func() any) {
+		mu.Lock()
+		pending[name] = true
+		mu.Unlock()
+		wg.Go(func() {
+			v := read()
+			mu.Lock()
+			defer mu.Unlock()
+			if pending[name] { // not given up on yet
+				out[name] = v
+				delete(pending, name)
+			}
+		})
+	}
 	if s.WG != nil && len(s.Tunnels) > 0 {
-		peers := map[string]any{}
-		for _, iface := range s.Tunnels {
-			ps, err := probes.ReadPeers(s.WG, iface)
-			if err != nil {
-				peers[iface] = errSection(err)
-				continue
-			}
-			list := make([]evidencePeer, 0, len(ps))
-			for _, p := range ps {
-				ep := evidencePeer{Peer: p.PublicKey.String()[:8], RxBytes: p.RxBytes, TxBytes: p.TxBytes, KeepaliveSecs: p.Keepalive.Seconds()}
-				if p.Endpoint != nil {
-					ep.Endpoint = p.Endpoint.String()
-				}
-				if p.LastHandshake.IsZero() {
-					ep.NoHandshake = true
-				} else {
-					ep.HandshakeAgeSecs = now().Sub(p.LastHandshake).Seconds()
-				}
-				list = append(list, ep)
-			}
-			peers[iface] = list
-		}
-		out["wireguard_peers"] = peers
+		section("wireguard_peers", s.peers)
 	}
 	if s.Net != nil {
-		if rs, err := s.Net.Routes(); err != nil {
-			out["routes"] = errSection(err)
-		} else {
-			out["routes"] = rs
-		}
-		if ls, err := s.Net.LinkStats(); err != nil {
-			out["links"] = errSection(err)
-		} else {
-			out["links"] = ls
-		}
+		section("routes", func() any { return orError(s.Net.Routes()) })
+		section("links", func() any { return orError(s.Net.LinkStats()) })
 	}
 	if s.SNMPPath != "" {
-		if c, err := probes.ReadUDPCounters(s.SNMPPath); err != nil {
-			out["udp"] = errSection(err)
-		} else {
-			out["udp"] = c
-		}
+		section("udp", func() any { return orError(probes.ReadUDPCounters(s.SNMPPath)) })
 	}
 	if s.Checks != nil {
-		var uplinks, probesSec []Check
+		var uplinks, probesSec []wire.Check
 		for _, c := range s.Checks() {
-			if c.Kind == KindUplink {
+			if c.Kind == wire.KindUplink {
 				uplinks = append(uplinks, c)
 			} else {
 				probesSec = append(probesSec, c)
@@ -97,13 +82,59 @@ func (s EvidenceSources) Collect() map[string]any {
 		out["uplinks"] = uplinks
 		out["probes"] = probesSec
 	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		for name := range pending {
+			out[name] = errSection(fmt.Errorf("gave no answer within the evidence deadline (%v)", ctx.Err()))
+		}
+		clear(pending)
+		mu.Unlock()
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	return out
 }
 
-func errSection(err error) map[string]any { return map[string]any{"error": err.Error()} }
-
-// OpensIncident reports whether e opens an incident, the moment an evidence
-// bundle is worth taking.
-func OpensIncident(e Event) bool {
-	return e.Kind == "incident" || e.Kind == EventOffloadDrift
+// peers is the wireguard_peers section: each tunnel's peers, or why not.
+func (s EvidenceSources) peers() any {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	peers := map[string]any{}
+	for _, iface := range s.Tunnels {
+		ps, err := probes.ReadPeers(s.WG, iface)
+		if err != nil {
+			peers[iface] = errSection(err)
+			continue
+		}
+		list := make([]evidencePeer, 0, len(ps))
+		for _, p := range ps {
+			ep := evidencePeer{Peer: p.PublicKey.String()[:8], RxBytes: p.RxBytes, TxBytes: p.TxBytes, KeepaliveSecs: p.Keepalive.Seconds()}
+			if p.Endpoint != nil {
+				ep.Endpoint = p.Endpoint.String()
+			}
+			if p.LastHandshake.IsZero() {
+				ep.NoHandshake = true
+			} else {
+				ep.HandshakeAgeSecs = now().Sub(p.LastHandshake).Seconds()
+			}
+			list = append(list, ep)
+		}
+		peers[iface] = list
+	}
+	return peers
 }
+
+func orError[T any](v T, err error) any {
+	if err != nil {
+		return errSection(err)
+	}
+	return v
+}
+
+func errSection(err error) map[string]any { return map[string]any{"error": err.Error()} }

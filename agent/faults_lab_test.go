@@ -12,11 +12,14 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
+	"github.com/edgeheal/edgeheal/internal/testsupport/agentlab"
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 	"github.com/edgeheal/edgeheal/netfix"
 	"github.com/edgeheal/edgeheal/probes"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // Fault tests of the supervised agent on the real OS backend: a component
@@ -42,12 +45,12 @@ func (w *panickyWG) Device(name string) (*wgtypes.Device, error) {
 // eventsSeen collects the agent's events.
 type eventsSeen struct {
 	mu  sync.Mutex
-	evs []agent.Event
+	evs []core.Event
 }
 
-func (e *eventsSeen) emit(ev agent.Event) { e.mu.Lock(); e.evs = append(e.evs, ev); e.mu.Unlock() }
+func (e *eventsSeen) emit(ev core.Event) { e.mu.Lock(); e.evs = append(e.evs, ev); e.mu.Unlock() }
 
-func (e *eventsSeen) find(match func(agent.Event) bool) (agent.Event, bool) {
+func (e *eventsSeen) find(match func(core.Event) bool) (core.Event, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ev := range e.evs {
@@ -55,10 +58,10 @@ func (e *eventsSeen) find(match func(agent.Event) bool) (agent.Event, bool) {
 			return ev, true
 		}
 	}
-	return agent.Event{}, false
+	return core.Event{}, false
 }
 
-func runAgent(t *testing.T, cfg *configs.Config, os agent.OS, emit agent.Emit) *agent.Agent {
+func runAgent(t *testing.T, cfg *configs.Config, os core.OS, emit core.Emit) *agent.Agent {
 	t.Helper()
 	a := agent.New(cfg, agent.Options{OS: os, Emit: emit})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -73,21 +76,21 @@ func runAgent(t *testing.T, cfg *configs.Config, os agent.OS, emit agent.Emit) *
 	return a
 }
 
-func componentCheck(a *agent.Agent, name string) agent.Check {
+func componentCheck(a *agent.Agent, name string) wire.Check {
 	for _, c := range a.Checks() {
-		if c.Kind == agent.KindComponent && c.Target == name {
+		if c.Kind == wire.KindComponent && c.Target == name {
 			return c
 		}
 	}
-	return agent.Check{}
+	return wire.Check{}
 }
 
 func TestLabAPanicInOneTunnelIsRecoveredAndTheRestKeepWorking(t *testing.T) {
 	testsupport.RequireRoot(t, "wireguard-go devices and veth links in network namespaces")
 	p1, p2 := wgpair.NewPair(t), wgpair.NewPair(t)
-	ol := newOffloadLab(t) // the agent's namespace: its uplink
-	ol.addVeth(t, "up0")
-	os := ol.os
+	ol := agentlab.New(t) // the agent's namespace: its uplink
+	ol.AddVeth(t, "up0")
+	os := ol.OS
 	wg := &panickyWG{WireGuard: os.WireGuard, iface: p1.A.Dev.Name} // UAPI sockets are machine-wide
 	os.WireGuard = wg
 	cfg, err := configs.Parse("faults.yaml", []byte(`version: 1
@@ -107,7 +110,7 @@ tunnels:
 	tunnel2Since := componentCheck(a, "tunnel/"+p2.A.Dev.Name).Since
 
 	wg.armed.Store(true)
-	panicked := func(ev agent.Event) bool {
+	panicked := func(ev core.Event) bool {
 		return ev.Kind == "component" && ev.Result == "panic" && ev.Target == "tunnel/"+p1.A.Dev.Name
 	}
 	testsupport.WaitFor(t, 5*time.Second, "the panic reported as an event", func() bool { _, ok := seen.find(panicked); return ok })
@@ -117,9 +120,9 @@ tunnels:
 	}
 
 	// The offload guard never noticed: a re-plugged uplink is fixed at once.
-	ol.delLink(t, "up0")
-	ol.addVeth(t, "up0")
-	testsupport.WaitFor(t, 5*time.Second, "offload off on the re-plugged uplink", func() bool { return len(ol.txOn(t, "up0")) == 0 })
+	ol.DelLink(t, "up0")
+	ol.AddVeth(t, "up0")
+	testsupport.WaitFor(t, 5*time.Second, "offload off on the re-plugged uplink", func() bool { return len(ol.TxOn(t, "up0")) == 0 })
 	// The tunnel that panicked runs again; the other was never restarted.
 	testsupport.WaitFor(t, 10*time.Second, "the tunnel that panicked running again", func() bool {
 		return componentCheck(a, "tunnel/"+p1.A.Dev.Name).State == agent.ComponentOK
@@ -128,7 +131,7 @@ tunnels:
 		t.Errorf("the other tunnel: %+v, want ok and running since %v (not restarted)", got, tunnel2Since)
 	}
 	for _, c := range a.Checks() {
-		if c.Kind == agent.KindPeer && c.Peer != nil && c.Peer.Interface == p2.A.Dev.Name && c.State != "ok" {
+		if c.Kind == wire.KindPeer && c.Peer != nil && c.Peer.Interface == p2.A.Dev.Name && c.State != "ok" {
 			t.Errorf("the other tunnel's peer: %+v", c)
 		}
 	}
@@ -139,7 +142,7 @@ tunnels:
 // closed. (A runtime that merely does not answer is given up on after the
 // probe's timeout: TestWorkloadMonitorGivesUpOnARuntimeThatDoesNotAnswer.)
 type stuckPods struct {
-	agent.PodLocator
+	core.PodLocator
 	stuck   atomic.Bool
 	release chan struct{}
 }
@@ -154,9 +157,9 @@ func (p *stuckPods) Locate(ctx context.Context, w probes.Where) (probes.Target, 
 
 func TestLabAStuckComponentStopsFeedingTheWatchdog(t *testing.T) {
 	testsupport.RequireRoot(t, "veth links in a network namespace")
-	ol := newOffloadLab(t)
-	ol.addVeth(t, "up0")
-	os := ol.os
+	ol := agentlab.New(t)
+	ol.AddVeth(t, "up0")
+	os := ol.OS
 	pods := &stuckPods{PodLocator: os.Pods, release: make(chan struct{})}
 	os.Pods = pods
 	cfg, err := configs.Parse("faults.yaml", []byte(`version: 1
@@ -187,7 +190,7 @@ workloads:
 		t.Errorf("Ready = %v %q, want not ready naming the stuck component", ok, why)
 	}
 	// The offload guard keeps working meanwhile.
-	ol.delLink(t, "up0")
-	ol.addVeth(t, "up0")
-	testsupport.WaitFor(t, 5*time.Second, "offload off on the re-plugged uplink", func() bool { return len(ol.txOn(t, "up0")) == 0 })
+	ol.DelLink(t, "up0")
+	ol.AddVeth(t, "up0")
+	testsupport.WaitFor(t, 5*time.Second, "offload off on the re-plugged uplink", func() bool { return len(ol.TxOn(t, "up0")) == 0 })
 }

@@ -13,10 +13,13 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
+	"github.com/edgeheal/edgeheal/internal/testsupport/agentlab"
 	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // labSlowUnit takes 30 s to start, and keeps a journal of its own starts
@@ -58,9 +61,9 @@ func TestLabARestartUnitUnderRealSystemdIsOneActionAcrossAReload(t *testing.T) {
 	other := dark.Another(t)
 	dark.Ping(t, dark.A, dark.B, 10*time.Second)
 	other.Ping(t, other.A, other.B, 10*time.Second)
-	sys := openSystem(t, dark.A.NS)
+	sys := agentlab.OpenSystem(t, dark.A.NS)
 	sys.Systemd = conn
-	sys.Clock = syncedClock{sys.Clock} // this VM runs without NTP: restart-unit would be held
+	sys.Clock = agentlab.SyncedClock{Clock: sys.Clock} // this VM runs without NTP: restart-unit would be held
 	cfg, err := configs.Parse("lab.yaml", []byte(fmt.Sprintf(`node: {name: lab}
 tunnels:
   - interface: %s
@@ -75,11 +78,11 @@ policy: {cooldown: 1s, verify_timeout: 10s}
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var evs []agent.Event
+	var evs []core.Event
 	var otherRounds []time.Time
 	a := agent.New(cfg, agent.Options{OS: sys, Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Emit: func(e agent.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() },
-		OnProbe: func(p agent.ProbeSample) {
+		Emit: func(e core.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() },
+		OnProbe: func(p core.ProbeSample) {
 			if p.Kind == "tunnel" && p.Target == other.A.Dev.Name {
 				mu.Lock()
 				otherRounds = append(otherRounds, time.Now())
@@ -99,7 +102,7 @@ policy: {cooldown: 1s, verify_timeout: 10s}
 	}
 	running := func() bool {
 		for _, c := range a.Checks() {
-			if c.Kind == agent.KindComponent && c.Target == "tunnel/"+dark.A.Dev.Name && strings.Contains(c.Detail, "restart-unit") {
+			if c.Kind == wire.KindComponent && c.Target == "tunnel/"+dark.A.Dev.Name && strings.Contains(c.Detail, "restart-unit") {
 				return true
 			}
 		}
@@ -118,7 +121,7 @@ policy: {cooldown: 1s, verify_timeout: 10s}
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range evs {
-			if e.Kind == agent.EventAction && e.Action == "handshake" {
+			if e.Kind == wire.EventAction && e.Action == "handshake" {
 				return true
 			}
 		}
@@ -133,7 +136,7 @@ policy: {cooldown: 1s, verify_timeout: 10s}
 	}
 	var spans []span
 	for _, e := range evs {
-		if e.Kind == agent.EventAction && (e.Action == "restart-unit" || e.Action == "handshake") {
+		if e.Kind == wire.EventAction && (e.Action == "restart-unit" || e.Action == "handshake") {
 			spans = append(spans, span{e.Action, e.Time, e.Time.Add(time.Duration(e.Duration * float64(time.Second)))})
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // The supervisor runs each component in a goroutine of its own. A
@@ -45,7 +47,7 @@ const (
 // NewSupervisor.
 type Supervisor struct {
 	log  *slog.Logger
-	emit Emit
+	emit core.Emit
 	now  func() time.Time
 
 	mu   sync.Mutex
@@ -54,7 +56,7 @@ type Supervisor struct {
 
 // supervised is one component under the supervisor.
 type supervised struct {
-	c      Component
+	c      core.Component
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -70,9 +72,9 @@ type supervised struct {
 
 // NewSupervisor returns a supervisor that logs to log and reports failures
 // as events through emit (nil: not reported).
-func NewSupervisor(log *slog.Logger, emit Emit, now func() time.Time) *Supervisor {
+func NewSupervisor(log *slog.Logger, emit core.Emit, now func() time.Time) *Supervisor {
 	if emit == nil {
-		emit = func(Event) {}
+		emit = func(core.Event) {}
 	}
 	if now == nil {
 		now = time.Now
@@ -81,7 +83,7 @@ func NewSupervisor(log *slog.Logger, emit Emit, now func() time.Time) *Superviso
 }
 
 // Start runs c until ctx ends or Stop stops it.
-func (s *Supervisor) Start(ctx context.Context, c Component) {
+func (s *Supervisor) Start(ctx context.Context, c core.Component) {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &supervised{c: c, cancel: cancel, done: make(chan struct{}), running: true, started: s.now()}
 	s.mu.Lock()
@@ -95,7 +97,7 @@ func (s *Supervisor) Start(ctx context.Context, c Component) {
 
 // Stop stops the components for which drop is true and waits for them;
 // the others keep running.
-func (s *Supervisor) Stop(drop func(Component) bool) {
+func (s *Supervisor) Stop(drop func(core.Component) bool) {
 	s.mu.Lock()
 	var stopping, kept []*supervised
 	for _, r := range s.runs {
@@ -116,13 +118,13 @@ func (s *Supervisor) Stop(drop func(Component) bool) {
 }
 
 // Wait stops every component and waits for them.
-func (s *Supervisor) Wait() { s.Stop(func(Component) bool { return true }) }
+func (s *Supervisor) Wait() { s.Stop(func(core.Component) bool { return true }) }
 
 // Components lists what runs now, in start order.
-func (s *Supervisor) Components() []Component {
+func (s *Supervisor) Components() []core.Component {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Component, len(s.runs))
+	out := make([]core.Component, len(s.runs))
 	for i, r := range s.runs {
 		out[i] = r.c
 	}
@@ -160,33 +162,9 @@ func (s *Supervisor) loop(ctx context.Context, r *supervised) {
 	}
 }
 
-// panicError is a panic recovered from a component, with its stack.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
-
-// callRecovered runs fn and turns a panic into a panicError: for the
-// goroutines a component starts, which the supervisor does not watch.
-func callRecovered(fn func() error) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
-	return fn()
-}
-
-// runRecovered runs c.Run and turns a panic into a panicError.
-func runRecovered(ctx context.Context, c Component) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
-	return c.Run(ctx)
+// runRecovered runs c.Run and turns a panic into a *core.PanicError.
+func runRecovered(ctx context.Context, c core.Component) error {
+	return core.Recovered(func() error { return c.Run(ctx) })
 }
 
 // failed records and reports a failure: a panic every time (with its stack
@@ -202,15 +180,15 @@ func (s *Supervisor) failed(r *supervised, err error, wait time.Duration) {
 	s.mu.Unlock()
 
 	name := r.c.Name()
-	ev := Event{Time: now, Kind: "component", Target: name, Result: "failed",
+	ev := core.Event{Time: now, Kind: "component", Target: name, Result: "failed",
 		Summary:  fmt.Sprintf("component %s failed: %v; running it again in %s", name, err, wait.Round(100*time.Millisecond)),
 		Evidence: map[string]any{"error": err.Error(), "retry_in_seconds": wait.Seconds(), "restarts": r.restarts}}
-	var pe *panicError
+	var pe *core.PanicError
 	if errors.As(err, &pe) {
 		ev.Result = "panic"
-		ev.Evidence["stack"] = string(pe.stack)
-		s.log.Error("component panicked; running it again", "component", name, "panic", fmt.Sprint(pe.value),
-			"retry_in_seconds", wait.Seconds(), "stack", string(pe.stack))
+		ev.Evidence["stack"] = string(pe.Stack)
+		s.log.Error("component panicked; running it again", "component", name, "panic", fmt.Sprint(pe.Value),
+			"retry_in_seconds", wait.Seconds(), "stack", string(pe.Stack))
 		report = true
 	} else {
 		s.log.Error("component failed; running it again", "component", name, "error", err, "retry_in_seconds", wait.Seconds())
@@ -275,7 +253,7 @@ func (s *Supervisor) status(r *supervised, now time.Time) ComponentStatus {
 
 // Check is the component's check: healthy when it runs, is not degraded
 // and makes progress.
-func (c ComponentStatus) Check() Check {
-	return Check{Kind: KindComponent, Target: c.Name, State: c.State, Detail: c.Detail, Since: c.Since,
+func (c ComponentStatus) Check() wire.Check {
+	return wire.Check{Kind: wire.KindComponent, Target: c.Name, State: c.State, Detail: c.Detail, Since: c.Since,
 		Healthy: c.State == ComponentOK || c.State == ComponentStarting}
 }

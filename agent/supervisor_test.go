@@ -11,7 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/agent/core/coretest"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // fakeComponent is a component a test drives: it makes progress every
@@ -34,10 +37,10 @@ func (c *fakeComponent) set(fn func(c *fakeComponent)) {
 	fn(c)
 }
 
-func (c *fakeComponent) Health() Health {
+func (c *fakeComponent) Health() core.Health {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Health{LastProgress: c.last, Deadline: time.Second, Detail: "fake"}
+	return core.Health{LastProgress: c.last, Deadline: time.Second, Detail: "fake"}
 }
 
 func (c *fakeComponent) Run(ctx context.Context) error {
@@ -78,8 +81,8 @@ func statusOf(st []ComponentStatus, name string) ComponentStatus {
 
 func TestSupervisorRetriesAFailingComponentWithBackoffAndReportsItOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ev := &events{}
-		s := NewSupervisor(slog.New(slog.DiscardHandler), ev.emit, nil)
+		ev := &coretest.Events{}
+		s := NewSupervisor(slog.New(slog.DiscardHandler), ev.Emit, nil)
 		bad := &fakeComponent{name: "mqtt", fail: errors.New("reading the broker CA: open /etc/edgeheal/ca.pem: no such file or directory")}
 		good := &fakeComponent{name: "offload"}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -99,7 +102,7 @@ func TestSupervisorRetriesAFailingComponentWithBackoffAndReportsItOnce(t *testin
 			t.Errorf("status %+v, want failed with the reason and the retry", st)
 		}
 		var reported []string
-		for _, e := range ev.all() {
+		for _, e := range ev.All() {
 			reported = append(reported, e.Kind+" "+e.Target+" "+e.Result)
 		}
 		if len(reported) != 1 || reported[0] != "component mqtt failed" {
@@ -121,8 +124,8 @@ func TestSupervisorRetriesAFailingComponentWithBackoffAndReportsItOnce(t *testin
 
 func TestSupervisorRecoversAPanicAndReportsItsStack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ev := &events{}
-		s := NewSupervisor(slog.New(slog.DiscardHandler), ev.emit, nil)
+		ev := &coretest.Events{}
+		s := NewSupervisor(slog.New(slog.DiscardHandler), ev.Emit, nil)
 		c := &fakeComponent{name: "tunnel/wg0", panic: "index out of range [3] with length 3"}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer func() { cancel(); s.Wait() }()
@@ -131,7 +134,7 @@ func TestSupervisorRecoversAPanicAndReportsItsStack(t *testing.T) {
 		c.set(func(c *fakeComponent) { c.panic = nil })
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		evs := ev.all()
+		evs := ev.All()
 		if len(evs) != 1 || evs[0].Result != "panic" || evs[0].Target != "tunnel/wg0" {
 			t.Fatalf("events %+v, want one panic of tunnel/wg0", evs)
 		}
@@ -178,7 +181,7 @@ func TestAgentProgressReadinessAndReload(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := &fakeComponent{name: "outbox"}
-		a := New(cfg, Options{OS: testOS()})
+		a := New(cfg, Options{OS: coretest.OS()})
 		a.Report(rep)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -219,7 +222,7 @@ func TestAgentProgressReadinessAndReload(t *testing.T) {
 		synctest.Wait()
 		var names []string
 		for _, c := range a.Checks() {
-			if c.Kind == KindComponent {
+			if c.Kind == wire.KindComponent {
 				names = append(names, c.Target)
 			}
 		}

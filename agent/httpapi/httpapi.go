@@ -16,15 +16,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // AgentState is what the HTTP endpoints read from the agent. Every method
 // must be cheap and must not wait for the control loop (return a snapshot).
 type AgentState interface {
 	// Checks is the current state of every check.
-	Checks() []agent.Check
+	Checks() []wire.Check
 	// Ready reports whether the config is loaded, the handles are open and
 	// the first round is done; detail says what is missing. The broker is
 	// not part of readiness.
@@ -40,42 +40,15 @@ type AgentState interface {
 type ServerOptions struct {
 	Listen  string // report.http.listen, e.g. "127.0.0.1:9101"
 	State   AgentState
-	Metrics http.Handler     // nil: /metrics answers 404
-	Outbox  OutboxStats      // nil: no outbox in /v1/status
-	MQTT    func() mqtt.Info // nil: no mqtt in /v1/status
-	Info    func() NodeInfo  // node, site, version, config revision
+	Metrics http.Handler         // nil: /metrics answers 404
+	Outbox  OutboxStats          // nil: no outbox in /v1/status
+	MQTT    func() wire.MQTTInfo // nil: no mqtt in /v1/status
+	Info    func() wire.NodeInfo // node, site, version, config revision
 	Logger  *slog.Logger
 	// Stale is how long the loop may go without progress before /livez
 	// fails; default 3 × the loop interval is the caller's business, 2m if 0.
 	Stale time.Duration
 	Now   func() time.Time
-}
-
-// NodeInfo identifies the agent in /v1/status.
-type NodeInfo struct {
-	Node           string `json:"node"`
-	Site           string `json:"site,omitempty"`
-	Version        string `json:"version"`
-	ConfigRevision string `json:"config_revision,omitempty"`
-}
-
-// StatusResponse is the JSON of /v1/status, read by `edgeheal status`.
-type StatusResponse struct {
-	V int `json:"v"`
-	NodeInfo
-	State        string        `json:"state"` // online (all checks healthy) or degraded
-	Ready        bool          `json:"ready"`
-	ReadyDetail  string        `json:"ready_detail,omitempty"`
-	LastProgress time.Time     `json:"last_progress,omitzero"`
-	Checks       []agent.Check `json:"checks"`
-	Outbox       *OutboxInfo   `json:"outbox,omitempty"`
-	MQTT         *mqtt.Info    `json:"mqtt,omitempty"`
-}
-
-// OutboxInfo is the outbox in /v1/status.
-type OutboxInfo struct {
-	Depth   int    `json:"depth"`
-	Dropped uint64 `json:"dropped_total"`
 }
 
 // OutboxStats is the part of the outbox /v1/status shows.
@@ -107,7 +80,7 @@ func NewServer(opts ServerOptions) *Server {
 		opts.Now = time.Now
 	}
 	if opts.Info == nil {
-		opts.Info = func() NodeInfo { return NodeInfo{} }
+		opts.Info = func() wire.NodeInfo { return wire.NodeInfo{} }
 	}
 	return &Server{opts: opts, started: opts.Now()}
 }
@@ -126,19 +99,19 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Name implements agent.Component.
+// Name implements core.Component.
 func (s *Server) Name() string { return "http" }
 
-// Health implements agent.Component: the server is passive, its progress
+// Health implements core.Component: the server is passive, its progress
 // is not watched.
-func (s *Server) Health() agent.Health {
+func (s *Server) Health() core.Health {
 	if a := s.Addr(); a != nil {
-		return agent.Health{Detail: "listening on " + a.String()}
+		return core.Health{Detail: "listening on " + a.String()}
 	}
-	return agent.Health{Detail: "not listening"}
+	return core.Health{Detail: "not listening"}
 }
 
-// Run implements agent.Component: it listens on Listen (an address that is
+// Run implements core.Component: it listens on Listen (an address that is
 // taken or invalid is the error Run returns: the supervisor tries again
 // later) and serves until ctx ends, then lets requests in flight finish for
 // up to 5 s.
@@ -262,19 +235,19 @@ func (s *Server) workload(w http.ResponseWriter, r *http.Request) {
 }
 
 // Status builds the /v1/status response.
-func (s *Server) Status() StatusResponse {
+func (s *Server) Status() wire.LocalStatus {
 	checks := s.opts.State.Checks()
 	if checks == nil {
-		checks = []agent.Check{}
+		checks = []wire.Check{}
 	}
-	state, _, _ := agent.NodeState(checks)
+	state, _, _ := wire.NodeState(checks)
 	ready, detail := s.opts.State.Ready()
-	resp := StatusResponse{
-		V: mqtt.PayloadVersion, NodeInfo: s.opts.Info(), State: state,
+	resp := wire.LocalStatus{
+		V: wire.Version, NodeInfo: s.opts.Info(), State: state,
 		Ready: ready, ReadyDetail: detail, LastProgress: s.opts.State.LastProgress(), Checks: checks,
 	}
 	if s.opts.Outbox != nil {
-		resp.Outbox = &OutboxInfo{Depth: s.opts.Outbox.Depth(), Dropped: s.opts.Outbox.Dropped()}
+		resp.Outbox = &wire.OutboxInfo{Depth: s.opts.Outbox.Depth(), Dropped: s.opts.Outbox.Dropped()}
 	}
 	if s.opts.MQTT != nil {
 		mi := s.opts.MQTT()

@@ -12,16 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/metrics"
-	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // fakeAgent is a hand-written AgentState that logs calls.
 type fakeAgent struct {
 	mu        sync.Mutex
 	calls     []string
-	checks    []agent.Check
+	checks    []wire.Check
 	ready     bool
 	detail    string
 	progress  time.Time
@@ -29,7 +28,7 @@ type fakeAgent struct {
 }
 
 func (f *fakeAgent) log(c string) { f.mu.Lock(); f.calls = append(f.calls, c); f.mu.Unlock() }
-func (f *fakeAgent) Checks() []agent.Check {
+func (f *fakeAgent) Checks() []wire.Check {
 	f.log("Checks")
 	return f.checks
 }
@@ -100,24 +99,24 @@ func (f fakeOutboxStats) Dropped() uint64 { return f.dropped }
 
 func TestStatusShowsChecksOutboxAndMQTT(t *testing.T) {
 	s := NewServer(ServerOptions{
-		State: &fakeAgent{ready: true, progress: testNow.Add(-2 * time.Second), checks: []agent.Check{
+		State: &fakeAgent{ready: true, progress: testNow.Add(-2 * time.Second), checks: []wire.Check{
 			{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
 			{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false},
 		}},
 		Outbox: fakeOutboxStats{3, 7},
-		MQTT: func() mqtt.Info {
-			return mqtt.Info{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
+		MQTT: func() wire.MQTTInfo {
+			return wire.MQTTInfo{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
 		},
-		Info: func() NodeInfo { return NodeInfo{Node: "edge-17", Version: "1.2.3"} },
+		Info: func() wire.NodeInfo { return wire.NodeInfo{Node: "edge-17", Version: "1.2.3"} },
 		Now:  func() time.Time { return testNow },
 	})
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status", nil))
-	var got StatusResponse
+	var got wire.LocalStatus
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatalf("/v1/status: %v: %s", err, rec.Body.String())
 	}
-	if got.State != agent.StateDegraded || got.Outbox.Depth != 3 || got.Outbox.Dropped != 7 || got.MQTT.Session != 12 || len(got.Checks) != 2 || got.Node != "edge-17" {
+	if got.State != wire.StateDegraded || got.Outbox.Depth != 3 || got.Outbox.Dropped != 7 || got.MQTT.Session != 12 || len(got.Checks) != 2 || got.Node != "edge-17" {
 		t.Errorf("status = %+v", got)
 	}
 }

@@ -13,7 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // TestTheStandardFamiliesAreClientGolangs: the go_* and process_*
@@ -51,7 +52,7 @@ func TestTheProbeHistogramIsClientGolangs(t *testing.T) {
 		Name: "edgeheal_probe_duration_seconds", Help: "x", Buckets: probeBuckets,
 	}, []string{"kind", "target", "result"})
 	for _, d := range []time.Duration{300 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, 40 * time.Millisecond, 2 * time.Second, 9 * time.Second} {
-		ours.ObserveProbe(agent.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: d})
+		ours.ObserveProbe(core.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: d})
 		theirs.WithLabelValues("tunnel", "wg0", "ok").Observe(d.Seconds())
 	}
 	var want dto.Metric
@@ -89,7 +90,7 @@ func TestTheProbeHistogramIsClientGolangs(t *testing.T) {
 func TestALabelValueIsEscaped(t *testing.T) {
 	m := New(Options{Version: "t"})
 	target := "we\"ird\\name\nx"
-	m.SetChecks([]agent.Check{{Kind: "workload", Target: target, State: "ok", Healthy: true}})
+	m.SetChecks([]wire.Check{{Kind: "workload", Target: target, State: "ok", Healthy: true}})
 	if got, ok := value(gather(t, m), "edgeheal_check_healthy", "kind=workload", "target="+target); !ok || got != 1 {
 		t.Errorf("edgeheal_check_healthy for %q: %g, present %v", target, got, ok)
 	}

@@ -15,7 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // OutboxStats is the part of the outbox the metrics read.
@@ -166,7 +167,7 @@ func (m *Metrics) WriteText(b *bytes.Buffer) {
 // SetChecks sets the check gauges from the agent's current checks; series of
 // checks that disappeared (or states left) are deleted. A peer check also
 // sets its handshake age, while the peer has a handshake.
-func (m *Metrics) SetChecks(checks []agent.Check) {
+func (m *Metrics) SetChecks(checks []wire.Check) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := map[[2]string]bool{}
@@ -209,7 +210,7 @@ func splitTarget(t string) (iface, peer string) {
 }
 
 // ObserveProbe records one active probe (agent.Options.OnProbe).
-func (m *Metrics) ObserveProbe(p agent.ProbeSample) {
+func (m *Metrics) ObserveProbe(p core.ProbeSample) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.probeDuration.observe(m.probeDuration.with(p.Kind, p.Target, p.Result), p.Duration.Seconds())
@@ -218,7 +219,7 @@ func (m *Metrics) ObserveProbe(p agent.ProbeSample) {
 // ObserveEvent counts an event by kind, and derives the remediation and
 // offload-drift counters from events of kind "action" and "offload-drift",
 // so that the wiring can feed every event here and call nothing else.
-func (m *Metrics) ObserveEvent(e agent.Event) {
+func (m *Metrics) ObserveEvent(e core.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.events.with(e.Kind).v++
@@ -228,7 +229,7 @@ func (m *Metrics) ObserveEvent(e agent.Event) {
 	case "offload-drift":
 		m.offloadDrift.with(e.Target).v++
 	case "offload-fight":
-		// A fight reports its flips in batches (agent.EventOffloadFight).
+		// A fight reports its flips in batches (wire.EventOffloadFight).
 		switch n := e.Evidence["new_fixes"].(type) {
 		case int:
 			m.offloadDrift.with(e.Target).v += float64(n)

@@ -18,7 +18,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/agent/recorder"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -37,12 +39,12 @@ func (f fakeOutboxStats) Damaged() uint64 { return 0 }
 // every vector shows up in a scrape.
 func filledMetrics() *Metrics {
 	m := New(Options{Version: "1.2.3", Outbox: fakeOutboxStats{3, 7}, MQTT: func() bool { return true }})
-	m.SetChecks([]agent.Check{
-		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Peer: &agent.PeerInfo{LastHandshake: time.Unix(1_700_000_000, 0), HandshakeAgeSeconds: 42}},
+	m.SetChecks([]wire.Check{
+		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Peer: &wire.PeerInfo{LastHandshake: time.Unix(1_700_000_000, 0), HandshakeAgeSeconds: 42}},
 	})
-	m.ObserveProbe(agent.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: 3 * time.Millisecond})
-	m.ObserveEvent(agent.Event{Kind: "action", Action: "handshake", Result: "ok"})
-	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
+	m.ObserveProbe(core.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: 3 * time.Millisecond})
+	m.ObserveEvent(core.Event{Kind: "action", Action: "handshake", Result: "ok"})
+	m.ObserveEvent(core.Event{Kind: "offload-drift", Target: "wwan0"})
 	m.ConfigLoaded(true, time.Unix(1_700_000_000, 0))
 	return m
 }
@@ -136,8 +138,8 @@ func TestMetricsPassPromlint(t *testing.T) {
 
 func TestCheckSeriesFollowTheChecks(t *testing.T) {
 	m := New(Options{Version: "x"})
-	m.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true}, {Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}})
-	m.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false}})
+	m.SetChecks([]wire.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true}, {Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}})
+	m.SetChecks([]wire.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false}})
 	mfs := gather(t, m)
 	var got []string
 	for _, mf := range mfs {
@@ -163,9 +165,9 @@ func TestCheckSeriesFollowTheChecks(t *testing.T) {
 
 func TestEventsAreCountedByKindAndDeriveTheirCounters(t *testing.T) {
 	m := New(Options{Version: "t"})
-	m.ObserveEvent(agent.Event{Kind: "action", Action: "handshake", Result: "changed"})
-	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
-	m.ObserveEvent(agent.Event{Kind: agent.EventOutboxError})
+	m.ObserveEvent(core.Event{Kind: "action", Action: "handshake", Result: "changed"})
+	m.ObserveEvent(core.Event{Kind: "offload-drift", Target: "wwan0"})
+	m.ObserveEvent(core.Event{Kind: recorder.EventOutboxError})
 	mfs := gather(t, m)
 	for _, tt := range []struct {
 		name   string
@@ -174,7 +176,7 @@ func TestEventsAreCountedByKindAndDeriveTheirCounters(t *testing.T) {
 	}{
 		{"remediations handshake/changed", "edgeheal_remediations_total", []string{"action=handshake", "result=changed"}},
 		{"offload drift wwan0", "edgeheal_offload_drift_total", []string{"link=wwan0"}},
-		{"events outbox-error", "edgeheal_events_total", []string{"kind=" + agent.EventOutboxError}},
+		{"events outbox-error", "edgeheal_events_total", []string{"kind=" + recorder.EventOutboxError}},
 	} {
 		if got, ok := value(mfs, tt.metric, tt.labels...); !ok || got != 1 {
 			t.Errorf("%s = %g (present %v), want 1", tt.name, got, ok)
@@ -184,10 +186,10 @@ func TestEventsAreCountedByKindAndDeriveTheirCounters(t *testing.T) {
 
 func TestAnOffloadFightCountsEveryFlip(t *testing.T) {
 	m := New(Options{Version: "t"})
-	m.ObserveEvent(agent.Event{Kind: "offload-drift", Target: "wwan0"})
-	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "started", Target: "wwan0", Evidence: map[string]any{"new_fixes": 1}})
-	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "ongoing", Target: "wwan0", Evidence: map[string]any{"new_fixes": 598}})
-	m.ObserveEvent(agent.Event{Kind: agent.EventOffloadFight, Result: "ended", Target: "wwan0", Evidence: map[string]any{"new_fixes": float64(10)}})
+	m.ObserveEvent(core.Event{Kind: "offload-drift", Target: "wwan0"})
+	m.ObserveEvent(core.Event{Kind: wire.EventOffloadFight, Result: "started", Target: "wwan0", Evidence: map[string]any{"new_fixes": 1}})
+	m.ObserveEvent(core.Event{Kind: wire.EventOffloadFight, Result: "ongoing", Target: "wwan0", Evidence: map[string]any{"new_fixes": 598}})
+	m.ObserveEvent(core.Event{Kind: wire.EventOffloadFight, Result: "ended", Target: "wwan0", Evidence: map[string]any{"new_fixes": float64(10)}})
 	if got, _ := value(gather(t, m), "edgeheal_offload_drift_total", "link=wwan0"); got != 610 {
 		t.Errorf("drift counter = %g after a fight of 610 flips", got)
 	}

@@ -19,6 +19,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeheal/edgeheal/broker"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // link is one broker connection.
@@ -52,7 +53,7 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	ctx = context.WithoutCancel(ctx)
 	session := p.opts.Session.Next()
 	p.session.Store(session)
-	will, err := json.Marshal(StatusMessage{V: PayloadVersion, State: StateLost, Session: session})
+	will, err := json.Marshal(wire.Status{V: wire.Version, State: wire.StateLost, Session: session})
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +260,7 @@ func (s *statusPublisher) publish(ctx context.Context, force bool) error {
 	msg := s.p.status("", s.l.session, time.Now())
 	key := msg
 	key.TS = time.Time{}
-	key.Checks = &ChecksSummary{Total: msg.Checks.Total, Healthy: msg.Checks.Healthy}
+	key.Checks = &wire.ChecksSummary{Total: msg.Checks.Total, Healthy: msg.Checks.Healthy}
 	for _, it := range msg.Checks.Items {
 		it.Detail = ""
 		key.Checks.Items = append(key.Checks.Items, it)
@@ -292,7 +293,7 @@ func (p *Publisher) publishEvents(ctx context.Context, c paho.Client, lost chan 
 	}
 	toks := make([]paho.Token, len(items))
 	for i, it := range items {
-		b, err := json.Marshal(EventMessage{V: PayloadVersion, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Seq: it.Seq, Event: it.Event})
+		b, err := json.Marshal(wire.EventMessage{V: wire.Version, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Seq: it.Seq, Event: it.Event})
 		if err != nil {
 			// Cannot happen for JSON-decoded events; never let one event
 			// block the queue forever.
@@ -360,7 +361,7 @@ func (p *Publisher) wait(ctx context.Context, tok paho.Token, lost chan error) e
 // goodbye publishes `offline` (retained) and disconnects cleanly, so the
 // broker discards the Will.
 func (p *Publisher) goodbye(c paho.Client, session uint64) {
-	b, err := json.Marshal(p.status(StateOffline, session, time.Now()))
+	b, err := json.Marshal(p.status(wire.StateOffline, session, time.Now()))
 	if err == nil {
 		tok := c.Publish(p.StatusTopic(), 1, true, b)
 		if !tok.WaitTimeout(2*time.Second) || tok.Error() != nil {

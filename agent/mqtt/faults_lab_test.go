@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 )
@@ -68,7 +68,7 @@ func deliversPastACorruptRecord(t *testing.T, stateDir string) {
 	}
 	all := eventIDs("damaged", 12)
 	for _, id := range all {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,7 +150,7 @@ func TestHelperFullStateDir(t *testing.T) {
 	var want []string
 	for i := 0; ob.MemoryOnly() < 30 && i < 2000; i++ {
 		id := fmt.Sprintf("full-%04d", i)
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0", Summary: big}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0", Summary: big}); err != nil {
 			t.Fatalf("Append %s: %v", id, err)
 		}
 		want = append(want, id)

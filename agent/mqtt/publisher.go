@@ -15,19 +15,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/probes"
+	"github.com/edgeheal/edgeheal/wire"
 )
-
-// DefaultTopicPrefix is used when report.mqtt.topic_prefix is empty.
-const DefaultTopicPrefix = "edgeheal/v1"
 
 // LinkWatcher is the part of the OS backend the publisher subscribes to:
 // a link or default-route change is a reason to check the broker at once
-// (probes.LinkWatcher; agent.OS.Links).
+// (probes.LinkWatcher; core.OS.Links).
 type LinkWatcher interface {
 	Subscribe(ctx context.Context) (<-chan probes.LinkEvent, error)
 }
@@ -46,7 +44,7 @@ type Options struct {
 	Logger  *slog.Logger
 	// Emit receives the publisher's own events (the broker keeps closing
 	// the connections it accepts); nil: none.
-	Emit agent.Emit
+	Emit core.Emit
 	// Links, if set, is watched while the publisher is disconnected: a
 	// change of a link or a default route makes it check the broker at once.
 	Links LinkWatcher
@@ -69,10 +67,10 @@ type Options struct {
 // from the namespace of the process, never through the overlay the agent
 // repairs):
 //
-//   - <prefix>/<node>/status, retained, QoS 1: a StatusMessage, published on
+//   - <prefix>/<node>/status, retained, QoS 1: a wire.Status, published on
 //     every connect, on every change and every Heartbeat;
 //   - the Last Will, retained on the same topic: {"v":1,"state":"lost","session":N};
-//   - <prefix>/<node>/event, QoS 1, not retained: one EventMessage per queued
+//   - <prefix>/<node>/event, QoS 1, not retained: one wire.EventMessage per queued
 //     outbox event, in the outbox's order, each acked in the outbox only
 //     after its PUBACK and only when every event before it was acked, so
 //     that a connection lost mid-window sends the rest again in order.
@@ -86,7 +84,7 @@ type Options struct {
 // at once; the full connect follows a short random delay once it does,
 // never sooner than the backoff allows.
 //
-// It is an agent.Component. Nothing the agent's loop calls (SetChecks,
+// It is an core.Component. Nothing the agent's loop calls (SetChecks,
 // SetConfigRevision, TryNow, Outbox.Append) waits for the broker. The
 // password is read from its file at each attempt and never logged or
 // reported; the broker is shown as scheme://host:port only.
@@ -99,7 +97,7 @@ type Publisher struct {
 	clientID  string
 
 	mu       sync.Mutex
-	checks   []agent.Check
+	checks   []wire.Check
 	revision string
 	lastErr  string
 	waiting  string // while disconnected: what the publisher waits for
@@ -113,7 +111,7 @@ type Publisher struct {
 	session   atomic.Uint64
 }
 
-var _ agent.Component = (*Publisher)(nil)
+var _ core.Component = (*Publisher)(nil)
 
 // NewPublisher checks the options and returns a Publisher that is not
 // running. Files (TLS, password) are read when it connects, not here: a
@@ -137,7 +135,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Emit == nil {
-		opts.Emit = func(agent.Event) {}
+		opts.Emit = func(core.Event) {}
 	}
 	if opts.Dial == nil {
 		opts.Dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
@@ -171,7 +169,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 	}
 	p.retry = newRetry(p.reconnect)
 	if p.prefix == "" {
-		p.prefix = DefaultTopicPrefix
+		p.prefix = wire.DefaultTopicPrefix
 	}
 	if p.clientID == "" {
 		p.clientID = "edgeheal-" + opts.Node.Name
@@ -182,16 +180,20 @@ func NewPublisher(opts Options) (*Publisher, error) {
 }
 
 // StatusTopic is <prefix>/<node>/status.
-func (p *Publisher) StatusTopic() string { return p.prefix + "/" + p.opts.Node.Name + "/status" }
+func (p *Publisher) StatusTopic() string {
+	return wire.Topic(p.prefix, p.opts.Node.Name, wire.TopicStatus)
+}
 
 // EventTopic is <prefix>/<node>/event.
-func (p *Publisher) EventTopic() string { return p.prefix + "/" + p.opts.Node.Name + "/event" }
+func (p *Publisher) EventTopic() string {
+	return wire.Topic(p.prefix, p.opts.Node.Name, wire.TopicEvent)
+}
 
 // SetChecks replaces the checks shown in the status. It never blocks; the
 // status is re-published when its content changed.
-func (p *Publisher) SetChecks(checks []agent.Check) {
+func (p *Publisher) SetChecks(checks []wire.Check) {
 	p.mu.Lock()
-	p.checks = append([]agent.Check(nil), checks...)
+	p.checks = append([]wire.Check(nil), checks...)
 	p.mu.Unlock()
 	poke(p.changed)
 }
@@ -225,26 +227,18 @@ func poke(c chan struct{}) {
 // Connected reports whether a broker connection is up.
 func (p *Publisher) Connected() bool { return p.connected.Load() }
 
-// Info is what /v1/status shows about MQTT; never credentials.
-type Info struct {
-	Broker    string `json:"broker"`
-	ClientID  string `json:"client_id"`
-	Connected bool   `json:"connected"`
-	Session   uint64 `json:"session"`
-	LastError string `json:"last_error,omitempty"`
-}
-
-// Info reports the connection state.
-func (p *Publisher) Info() Info {
+// Info reports the connection state, as /v1/status shows it (never
+// credentials).
+func (p *Publisher) Info() wire.MQTTInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Info{
+	return wire.MQTTInfo{
 		Broker: p.broker.String(), ClientID: p.clientID,
 		Connected: p.connected.Load(), Session: p.session.Load(), LastError: p.lastErr,
 	}
 }
 
-// Name implements agent.Component.
+// Name implements core.Component.
 func (p *Publisher) Name() string { return "mqtt" }
 
 // progressDeadline is how long the publisher may go without passing
@@ -256,14 +250,14 @@ func (p *Publisher) progressDeadline() time.Duration {
 		4*p.opts.DialTimeout + 2*p.opts.AckTimeout + time.Minute
 }
 
-// Health implements agent.Component. Being disconnected is not a fault of
+// Health implements core.Component. Being disconnected is not a fault of
 // the node (the broker or the path to it is down) and is only detail; a
 // session counter that is not kept on disk is, and so is a broker that
 // closes every connection it accepts (a duplicate client id is a fault of
 // the node's config).
-func (p *Publisher) Health() agent.Health {
+func (p *Publisher) Health() core.Health {
 	p.mu.Lock()
-	h := agent.Health{LastProgress: p.progress, Deadline: p.progressDeadline()}
+	h := core.Health{LastProgress: p.progress, Deadline: p.progressDeadline()}
 	lastErr, waiting, kicked := p.lastErr, p.waiting, p.kicked.inRow
 	p.mu.Unlock()
 	switch {
@@ -300,16 +294,16 @@ func (p *Publisher) tick() {
 }
 
 // status builds the current status message.
-func (p *Publisher) status(state string, session uint64, now time.Time) StatusMessage {
+func (p *Publisher) status(state string, session uint64, now time.Time) wire.Status {
 	p.mu.Lock()
 	checks, rev := p.checks, p.revision
 	p.mu.Unlock()
-	sum, st := summarize(checks)
+	sum, st := wire.Summarize(checks)
 	if state == "" {
 		state = st
 	}
-	return StatusMessage{
-		V: PayloadVersion, State: state, Session: session, TS: now.UTC(),
+	return wire.Status{
+		V: wire.Version, State: state, Session: session, TS: now.UTC(),
 		Node: p.opts.Node.Name, Site: p.opts.Node.Site, Version: p.opts.Version,
 		ConfigRevision: rev, Checks: &sum,
 	}

@@ -21,10 +21,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // helperConfig tells a child process (this test binary re-executed) what
@@ -58,13 +59,13 @@ func TestHelperPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range hc.Append {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0", Summary: "queued by the child"}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0", Summary: "queued by the child"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fmt.Println("APPENDED")
 	p := newTestPublisher(t, hc.MQTT, hc.Node, hc.StateDir, ob, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	p.SetChecks([]agent.Check{
+	p.SetChecks([]wire.Check{
 		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
 		{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "handshake 200s old"},
 	})
@@ -205,7 +206,7 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	topic := testPrefix + "/node-a/status"
 
 	c1 := startChild(t, hc)
-	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != StateLost })
+	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != wire.StateLost })
 	s1 := num(st, "session")
 	if s1 == 0 {
 		t.Fatalf("status has no session: %v", st)
@@ -213,7 +214,7 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	checks, _ := st["checks"].(map[string]any)
 	got := map[string]any{"v": st["v"], "state": st["state"], "node": st["node"], "site": st["site"],
 		"version": st["version"], "total": checks["total"], "healthy": checks["healthy"]}
-	want := map[string]any{"v": 1.0, "state": agent.StateDegraded, "node": "node-a", "site": "plant-7",
+	want := map[string]any{"v": 1.0, "state": wire.StateDegraded, "node": "node-a", "site": "plant-7",
 		"version": "test-1.2.3", "total": 2.0, "healthy": 1.0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
@@ -222,27 +223,27 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	// The agent dies without a goodbye: the broker publishes the Will,
 	// retained, with the session of the connection that died.
 	c1.kill9(t)
-	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateLost })
-	if diff := cmp.Diff(map[string]any{"v": 1.0, "state": StateLost, "session": float64(s1)}, will); diff != "" {
+	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateLost })
+	if diff := cmp.Diff(map[string]any{"v": 1.0, "state": wire.StateLost, "session": float64(s1)}, will); diff != "" {
 		t.Errorf("will (-want +got):\n%s", diff)
 	}
 	// Retained: a subscriber that comes later sees it too.
 	late := m.watch(t, "pw-w")
-	if got := late.nextStatus(t, topic, func(map[string]any) bool { return true }); got["state"] != StateLost {
+	if got := late.nextStatus(t, topic, func(map[string]any) bool { return true }); got["state"] != wire.StateLost {
 		t.Errorf("retained status for a late subscriber = %v, want the will", got)
 	}
 
 	// Restarted, it comes back with a higher session; a clean stop leaves
 	// `offline` with that session.
 	c2 := startChild(t, hc)
-	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateDegraded })
+	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateDegraded })
 	s2 := num(st2, "session")
 	if s2 <= s1 {
 		t.Errorf("session after restart = %d, want above %d", s2, s1)
 	}
 	c2.term(t)
-	off := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != agent.StateDegraded })
-	if off["state"] != StateOffline || num(off, "session") != s2 {
+	off := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] != wire.StateDegraded })
+	if off["state"] != wire.StateOffline || num(off, "session") != s2 {
 		t.Errorf("after a clean stop: state %v session %v, want offline and %d", off["state"], off["session"], s2)
 	}
 	// No Will follows a clean disconnect.
@@ -267,7 +268,7 @@ func (w *watcher) collectEvents(t *testing.T, want []string) map[string]int {
 	for missing > 0 {
 		select {
 		case msg := <-w.events:
-			var e EventMessage
+			var e wire.EventMessage
 			if err := json.Unmarshal(msg.Payload(), &e); err != nil {
 				t.Fatalf("event payload: %v: %q", err, msg.Payload())
 			}
@@ -283,7 +284,7 @@ func (w *watcher) collectEvents(t *testing.T, want []string) map[string]int {
 	for {
 		select {
 		case msg := <-w.events:
-			var e EventMessage
+			var e wire.EventMessage
 			json.Unmarshal(msg.Payload(), &e)
 			seen[e.ID]++
 		case <-time.After(300 * time.Millisecond):
@@ -335,13 +336,13 @@ func TestOutboxDeliversEveryEventOnceAfterABrokerOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer runPublisher(t, ctx, p)()
-	w.nextStatus(t, testPrefix+"/node-b/status", func(m map[string]any) bool { return m["state"] == agent.StateOnline })
+	w.nextStatus(t, testPrefix+"/node-b/status", func(m map[string]any) bool { return m["state"] == wire.StateOnline })
 
 	m.Stop()
 	testsupport.WaitFor(t, 20*time.Second, "the publisher to notice the outage", func() bool { return !p.Connected() })
 	want := eventIDs("outage", 25)
 	for _, id := range want {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -405,7 +406,7 @@ func TestOutboxDropReportReachesTheBroker(t *testing.T) {
 	defer ob.Close()
 	all := eventIDs("bounded", 12)
 	for _, id := range all {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -476,12 +477,12 @@ func TestStatusIsRepublishedOnAChangeAndOnTheHeartbeatOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 5s old"}})
+	p.SetChecks([]wire.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 5s old"}})
 	defer runPublisher(t, context.Background(), p)()
 	topic := testPrefix + "/node-g/status"
-	w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateOnline })
+	w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateOnline })
 
-	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 10s old"}})
+	p.SetChecks([]wire.Check{{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Detail: "handshake 10s old"}})
 	select {
 	case msg := <-w.status:
 		t.Errorf("a detail-only change was published: %s", msg.Payload())
@@ -492,9 +493,9 @@ func TestStatusIsRepublishedOnAChangeAndOnTheHeartbeatOnly(t *testing.T) {
 	if got["config_revision"] != "r2" {
 		t.Errorf("after a revision change: %v", got)
 	}
-	p.SetChecks([]agent.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "probe failed"}})
+	p.SetChecks([]wire.Check{{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "probe failed"}})
 	got = w.nextStatus(t, topic, func(map[string]any) bool { return true })
-	if got["state"] != agent.StateDegraded {
+	if got["state"] != wire.StateDegraded {
 		t.Errorf("after a check went down: state %v, want degraded", got["state"])
 	}
 }
@@ -576,19 +577,19 @@ func TestAHungBrokerLinkIsAbortedSoTheWillSpeaks(t *testing.T) {
 	}
 	defer runPublisher(t, context.Background(), p)()
 	topic := testPrefix + "/node-i/status"
-	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateOnline })
+	st := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateOnline })
 	s1 := num(st, "session")
 
 	px.stalled.Store(true)
-	if err := ob.Append(agent.Event{ID: "during-stall", Kind: "incident"}); err != nil {
+	if err := ob.Append(core.Event{ID: "during-stall", Kind: "incident"}); err != nil {
 		t.Fatal(err)
 	}
-	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == StateLost })
+	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateLost })
 	if num(will, "session") != s1 {
 		t.Errorf("will session = %v, want %d", will["session"], s1)
 	}
 	px.stalled.Store(false)
-	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == agent.StateOnline })
+	st2 := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateOnline })
 	if num(st2, "session") <= s1 {
 		t.Errorf("session after the abort = %v, want above %d", st2["session"], s1)
 	}
@@ -658,7 +659,7 @@ func TestOutboxDeliversEverythingAfterAKill9MidDelivery(t *testing.T) {
 	for len(before) < 40 {
 		select {
 		case msg := <-w.events:
-			var e EventMessage
+			var e wire.EventMessage
 			json.Unmarshal(msg.Payload(), &e)
 			before[e.ID] = true
 		case <-deadline:

@@ -6,8 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 func TestRetryBacksOffOnFailuresAndShortConnectionsAndResetsOnlyAfterAStableOne(t *testing.T) {
@@ -111,13 +112,13 @@ func TestKickedStartsAfterThreeShortLostConnectionsAndEndsWithOneThatLasts(t *te
 
 func TestSuggestsThePathIsBack(t *testing.T) {
 	for _, tt := range []struct {
-		e    agent.Event
+		e    core.Event
 		want bool
 	}{
-		{agent.Event{Kind: "recovered", Target: "wg0/AbCd"}, true},
-		{agent.Event{Kind: agent.EventOffloadDrift, Target: "wwan0"}, true},
-		{agent.Event{Kind: "incident", Target: "wg0/AbCd"}, false},
-		{agent.Event{Kind: "action", Target: "wg0/AbCd", Action: "handshake"}, false},
+		{core.Event{Kind: "recovered", Target: "wg0/AbCd"}, true},
+		{core.Event{Kind: wire.EventOffloadDrift, Target: "wwan0"}, true},
+		{core.Event{Kind: "incident", Target: "wg0/AbCd"}, false},
+		{core.Event{Kind: "action", Target: "wg0/AbCd", Action: "handshake"}, false},
 	} {
 		if got := SuggestsThePathIsBack(tt.e); got != tt.want {
 			t.Errorf("%s %s: %v, want %v", tt.e.Kind, tt.e.Target, got, tt.want)

@@ -9,7 +9,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -72,7 +72,7 @@ func redeliveryTrial(b *testing.B, m *testBroker, w *watcher, cfg configs.Report
 	m.Stop()
 	ids := eventIDs(name, 20)
 	for _, id := range ids {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,16 +14,17 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/probes"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // arrival is one event message as the cloud received it.
 type arrival struct {
-	msg EventMessage
+	msg wire.EventMessage
 	at  time.Time
 }
 
@@ -40,7 +41,7 @@ func (w *watcher) nextEvents(t testing.TB, want []string) []arrival {
 	for len(missing) > 0 {
 		select {
 		case msg := <-w.events:
-			var e EventMessage
+			var e wire.EventMessage
 			if err := json.Unmarshal(msg.Payload(), &e); err != nil {
 				t.Fatalf("event payload: %v: %q", err, msg.Payload())
 			}
@@ -53,7 +54,7 @@ func (w *watcher) nextEvents(t testing.TB, want []string) []arrival {
 	for {
 		select {
 		case msg := <-w.events:
-			var e EventMessage
+			var e wire.EventMessage
 			json.Unmarshal(msg.Payload(), &e)
 			got = append(got, arrival{e, time.Now()})
 		case <-time.After(300 * time.Millisecond):
@@ -113,13 +114,13 @@ func TestMQTTDeliversEveryEventOnceInOrderAfterAMinuteOfBrokerOutage(t *testing.
 	cfg.Reconnect = configs.Reconnect{} // the defaults, as shipped
 	p := newTestPublisher(t, cfg, "node-o", stateDir, ob, nil)
 	defer runPublisher(t, context.Background(), p)()
-	w.nextStatus(t, testPrefix+"/node-o/status", func(m map[string]any) bool { return m["state"] == agent.StateOnline })
+	w.nextStatus(t, testPrefix+"/node-o/status", func(m map[string]any) bool { return m["state"] == wire.StateOnline })
 
 	stopped := time.Now()
 	m.Stop()
 	want := eventIDs("outage", 20)
 	for i, id := range want {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: fmt.Sprintf("wg0/%d", i)}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: fmt.Sprintf("wg0/%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2500 * time.Millisecond) // spread over the outage
@@ -209,7 +210,7 @@ func TestMQTTSendsAPartlyAcknowledgedWindowAgainFromItsFirstGap(t *testing.T) {
 	ob := openOutbox(t, stateDir)
 	want := eventIDs("window", 10)
 	for _, id := range want {
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -311,10 +312,10 @@ func TestMQTTAgentWhoseClientIDIsTakenOverStaysWithinItsRateAndSaysSo(t *testing
 		StableAfter: configs.Duration(time.Minute),
 	}
 	var mu sync.Mutex
-	var emitted []agent.Event
+	var emitted []core.Event
 	p, err := NewPublisher(Options{Config: cfg, Node: configs.Node{Name: "node-k"}, Outbox: ob,
 		Session: OpenSession(stateDir, nil), DialTimeout: 3 * time.Second,
-		Emit: func(e agent.Event) { mu.Lock(); emitted = append(emitted, e); mu.Unlock() }})
+		Emit: func(e core.Event) { mu.Lock(); emitted = append(emitted, e); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
-// Run implements agent.Component: after a random delay of up to
+// Run implements core.Component: after a random delay of up to
 // StartJitter it connects and serves until ctx ends, then publishes the
 // retained `offline` status, disconnects cleanly (so the broker discards
 // the Will) and returns nil. A broker that cannot be reached is waited for
@@ -84,12 +85,12 @@ func (p *Publisher) ended(up time.Duration, kick bool) {
 	case started:
 		text := p.kickedText(n)
 		p.log.Error("mqtt: " + text)
-		p.opts.Emit(agent.Event{Time: now, Kind: "incident", Target: "mqtt", Result: "closed-after-connect",
+		p.opts.Emit(core.Event{Time: now, Kind: "incident", Target: "mqtt", Result: "closed-after-connect",
 			Summary:  "mqtt: " + text,
 			Evidence: map[string]any{"client_id": p.clientID, "in_row": n, "within_seconds": kickedWithin.Seconds()}})
 	case over:
 		p.log.Info("mqtt: the broker keeps the connection again")
-		p.opts.Emit(agent.Event{Time: now, Kind: "recovered", Target: "mqtt", Result: "ok",
+		p.opts.Emit(core.Event{Time: now, Kind: "recovered", Target: "mqtt", Result: "ok",
 			Summary: fmt.Sprintf("mqtt: the broker keeps the connection of client id %s again", p.clientID)})
 	}
 }
@@ -202,6 +203,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // for a disconnected publisher to check the broker at once (TryNow): a
 // tunnel, workload or the outbox recovered, or an uplink came back (the
 // offload guard found a re-plugged link with offload on again).
-func SuggestsThePathIsBack(e agent.Event) bool {
-	return e.Kind == "recovered" || e.Kind == agent.EventOffloadDrift
+func SuggestsThePathIsBack(e core.Event) bool {
+	return e.Kind == "recovered" || e.Kind == wire.EventOffloadDrift
 }

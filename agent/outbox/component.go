@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 )
 
 // tickEvery is how often Run looks at a log that is failing, could not be
@@ -14,42 +14,42 @@ import (
 // retryFirst to retryLast.
 const tickEvery = time.Second
 
-var _ agent.Component = (*Outbox)(nil)
+var _ core.Component = (*Outbox)(nil)
 
-// Name implements agent.Component.
+// Name implements core.Component.
 func (o *Outbox) Name() string { return "outbox" }
 
-// Health implements agent.Component: degraded while events are kept in
+// Health implements core.Component: degraded while events are kept in
 // memory only, while compactions fail, or while the directory of a
 // compacted log could not be synced. The outbox is passive: its progress
 // is not watched (a disk that hangs stops the components that append, and
 // they are watched).
-func (o *Outbox) Health() agent.Health {
+func (o *Outbox) Health() core.Health {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
-		return agent.Health{Detail: "closed"}
+		return core.Health{Detail: "closed"}
 	}
 	mem := o.memOnly
 	retry := fmt.Sprintf("retrying the disk, at most every %s", retryLast)
 	switch {
 	case o.f == nil:
-		return agent.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only (%d queued, %s): %v",
+		return core.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only (%d queued, %s): %v",
 			len(o.pending), retry, o.disk.err)}
 	case o.disk.failing():
-		return agent.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only: %d of %d queued are not on disk (%s): %v",
+		return core.Health{Degraded: true, Detail: fmt.Sprintf("events kept in memory only: %d of %d queued are not on disk (%s): %v",
 			mem, len(o.pending), retry, o.disk.err)}
 	case o.disk.dirSyncErr != nil:
-		return agent.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; the outbox directory could not be synced after a compaction (retried before the next write): %v",
+		return core.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; the outbox directory could not be synced after a compaction (retried before the next write): %v",
 			len(o.pending), o.disk.dirSyncErr)}
 	case o.disk.compactErr != nil:
-		return agent.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; compacting the log fails, next try in %s: %v",
+		return core.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; compacting the log fails, next try in %s: %v",
 			len(o.pending), o.disk.compactDelay, o.disk.compactErr)}
 	}
-	return agent.Health{Detail: fmt.Sprintf("%d events queued on disk, %d dropped in total%s", len(o.pending), o.dropped, o.damage.summary())}
+	return core.Health{Detail: fmt.Sprintf("%d events queued on disk, %d dropped in total%s", len(o.pending), o.dropped, o.damage.summary())}
 }
 
-// Run implements agent.Component: it opens a log that could not be opened,
+// Run implements core.Component: it opens a log that could not be opened,
 // writes what memory holds to a log that failed, and runs a compaction
 // that is due, each when its backoff allows. It returns nil when ctx ends.
 func (o *Outbox) Run(ctx context.Context) error {

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 )
 
 // keepDamaged is how many files of damaged bytes the outbox keeps.
@@ -51,7 +51,7 @@ func (o *Outbox) recoverDamage(data []byte, r replayed) {
 		ev["rewrite_error"] = err.Error()
 		o.disk.compactErr = err
 	}
-	_ = o.add(agent.Event{
+	_ = o.add(core.Event{
 		Time: o.now().UTC(), Kind: KindIncident, Target: "outbox", Result: "damaged",
 		Summary: fmt.Sprintf("outbox log damaged: %d bytes in %d region(s) %s; the %d valid records around them were kept (events in the damaged bytes are lost)",
 			n, len(r.damaged), where, r.records),

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/statedir"
 )
 
@@ -155,7 +155,7 @@ func (o *Outbox) diskFailed(err error) {
 	o.disk.retryDelay = next(o.disk.retryDelay, retryFirst, retryLast)
 	o.disk.retryAt = now.Add(o.disk.retryDelay)
 	if first {
-		_ = o.add(agent.Event{
+		_ = o.add(core.Event{
 			Time: now.UTC(), Kind: KindIncident, Target: "outbox", Result: "disk-failing",
 			Summary:  fmt.Sprintf("the outbox log cannot be written: events are kept in memory (at most %d) until it can: %v", o.max, err),
 			Evidence: map[string]any{"error": err.Error(), "queued": len(o.pending)},
@@ -169,7 +169,7 @@ func (o *Outbox) diskRecovered() {
 	now := o.now()
 	took := now.Sub(o.disk.since)
 	o.disk.err, o.disk.retryDelay, o.disk.retryAt = nil, 0, time.Time{}
-	_ = o.add(agent.Event{
+	_ = o.add(core.Event{
 		Time: now.UTC(), Kind: "recovered", Target: "outbox", Result: "written", Duration: took.Seconds(),
 		Summary: fmt.Sprintf("the outbox log is written again after %s: every queued event is on disk", took.Round(time.Second)),
 	})

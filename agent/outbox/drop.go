@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // Class is how much an event matters when the outbox must drop some:
@@ -48,11 +49,11 @@ func (c Class) String() string {
 }
 
 // KindClass is the class of an event by its kind alone.
-func KindClass(e agent.Event) Class {
+func KindClass(e core.Event) Class {
 	switch e.Kind {
 	case KindIncident, "gave-up", "degraded":
 		return ClassIncident
-	case agent.EventAction, "recovered":
+	case wire.EventAction, "recovered":
 		return ClassAction
 	}
 	return ClassInfo
@@ -61,7 +62,7 @@ func KindClass(e agent.Event) Class {
 // dupKey is what makes two events the same for ClassDuplicate.
 type dupKey struct{ kind, target, action, result string }
 
-func keyOf(e agent.Event) dupKey { return dupKey{e.Kind, e.Target, e.Action, e.Result} }
+func keyOf(e core.Event) dupKey { return dupKey{e.Kind, e.Target, e.Action, e.Result} }
 
 // classify gives every item its class: KindClass, or ClassDuplicate for an
 // event that is not an incident and repeats one queued before it.
@@ -101,7 +102,7 @@ type dropPlan struct {
 	drop       []Item        // to drop, possibly the new event itself
 	byClass    map[Class]int // how many of drop in each class
 	superseded *Item         // the queued drop report this one replaces
-	report     *agent.Event  // the new drop report; nil: nothing dropped
+	report     *core.Event   // the new drop report; nil: nothing dropped
 }
 
 // planDrop decides what to drop so that items (the queue and the new
@@ -146,7 +147,7 @@ type reportCounts struct {
 	first, last time.Time
 }
 
-func dropReport(p dropPlan, prev reportCounts, max, dropped uint64, now time.Time) *agent.Event {
+func dropReport(p dropPlan, prev reportCounts, max, dropped uint64, now time.Time) *core.Event {
 	first, last := prev.first, prev.last
 	for _, it := range p.drop {
 		t := it.Event.Time
@@ -170,8 +171,8 @@ func dropReport(p dropPlan, prev reportCounts, max, dropped uint64, now time.Tim
 	}
 	count := prev.count + uint64(len(p.drop))
 	total := dropped + uint64(len(p.drop))
-	return &agent.Event{
-		ID:     agent.NewEventID(),
+	return &core.Event{
+		ID:     core.NewEventID(),
 		Time:   now.UTC(),
 		Kind:   KindDropped,
 		Target: "outbox",
@@ -190,7 +191,7 @@ func dropReport(p dropPlan, prev reportCounts, max, dropped uint64, now time.Tim
 
 // readReport reads back the counts of a queued drop report, whether it
 // was built in this process (uint64) or replayed from the log (float64).
-func readReport(e agent.Event) reportCounts {
+func readReport(e core.Event) reportCounts {
 	r := reportCounts{count: number(e.Evidence["dropped"]), byClass: map[string]uint64{}}
 	switch m := e.Evidence["dropped_by_class"].(type) {
 	case map[string]uint64:

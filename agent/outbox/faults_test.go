@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 )
 
 // fakeClock is a settable Options.Now.
@@ -65,7 +65,7 @@ func rec(t *testing.T, r record) []byte {
 }
 
 func evRec(t *testing.T, seq uint64) []byte {
-	return rec(t, record{Op: "e", Seq: seq, Event: &agent.Event{ID: fmt.Sprintf("ev-%03d", seq)}})
+	return rec(t, record{Op: "e", Seq: seq, Event: &core.Event{ID: fmt.Sprintf("ev-%03d", seq)}})
 }
 
 func cat(parts ...[]byte) []byte {
@@ -194,7 +194,7 @@ func TestOutboxKeepsEveryRecordAfterADamagedOneAndReportsTheDamage(t *testing.T)
 func churn(t *testing.T, o *Outbox, n int) {
 	t.Helper()
 	for i := range n {
-		if err := o.Append(agent.Event{ID: fmt.Sprintf("churn-%d", i), Kind: "action"}); err != nil {
+		if err := o.Append(core.Event{ID: fmt.Sprintf("churn-%d", i), Kind: "action"}); err != nil {
 			t.Fatalf("Append: %v", err)
 		}
 		for _, it := range o.Pending(0) {
@@ -379,7 +379,7 @@ func TestOutboxNumbersANewLogFromTheClock(t *testing.T) {
 }
 
 func FuzzParseLog(f *testing.F) {
-	good, _ := encodeRecord(record{Op: "e", Seq: 1, Event: &agent.Event{ID: "a"}})
+	good, _ := encodeRecord(record{Op: "e", Seq: 1, Event: &core.Event{ID: "a"}})
 	ack, _ := encodeRecord(record{Op: "a", Seq: 1})
 	f.Add(cat(good, ack))
 	f.Add(cat(good, []byte("junk"), good))
@@ -414,13 +414,13 @@ func BenchmarkOutboxAppendAtTheBound(b *testing.B) {
 	defer o.Close()
 	kinds := []string{"incident", "action", "offload-drift", "recovered"}
 	for i := range DefaultMax {
-		if err := o.Append(agent.Event{Kind: kinds[i%4], Target: fmt.Sprintf("wg0/%d", i%50)}); err != nil {
+		if err := o.Append(core.Event{Kind: kinds[i%4], Target: fmt.Sprintf("wg0/%d", i%50)}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if err := o.Append(agent.Event{Kind: kinds[i%4], Target: "wg0/x"}); err != nil {
+		if err := o.Append(core.Event{Kind: kinds[i%4], Target: "wg0/x"}); err != nil {
 			b.Fatal(err)
 		}
 	}

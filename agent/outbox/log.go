@@ -18,7 +18,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/statedir"
 )
 
@@ -43,11 +43,11 @@ var recordStart = []byte(`{"op":"`)
 // (acknowledged, or a superseded drop report); "d" removes Seq and counts
 // it as dropped.
 type record struct {
-	Op           string       `json:"op"`
-	Seq          uint64       `json:"seq,omitempty"`
-	Event        *agent.Event `json:"event,omitempty"`
-	Next         uint64       `json:"next,omitempty"`
-	DroppedTotal uint64       `json:"dropped_total,omitempty"`
+	Op           string      `json:"op"`
+	Seq          uint64      `json:"seq,omitempty"`
+	Event        *core.Event `json:"event,omitempty"`
+	Next         uint64      `json:"next,omitempty"`
+	DroppedTotal uint64      `json:"dropped_total,omitempty"`
 }
 
 // span is a region of the log: [Off, Off+Len).
@@ -55,7 +55,7 @@ type span struct{ Off, Len int64 }
 
 // replayed is what a log holds.
 type replayed struct {
-	live    map[uint64]agent.Event
+	live    map[uint64]core.Event
 	nextSeq uint64 // above every sequence number seen; 0 if none
 	dropped uint64
 	dead    int
@@ -69,7 +69,7 @@ type replayed struct {
 // it looks for the next one that is: the bytes in between are damage when
 // a valid record follows, and a torn tail when none does.
 func parseLog(data []byte) replayed {
-	r := replayed{live: map[uint64]agent.Event{}}
+	r := replayed{live: map[uint64]core.Event{}}
 	var off int64
 	for off < int64(len(data)) {
 		rec, n, err := decodeRecord(data[off:])

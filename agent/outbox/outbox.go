@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 )
 
 // Kinds of the events the outbox queues about itself.
@@ -43,7 +43,7 @@ var ErrClosed = errors.New("outbox closed")
 // directory (see Outbox), and are carried in the event's payload.
 type Item struct {
 	Seq   uint64
-	Event agent.Event
+	Event core.Event
 }
 
 // Options tune an outbox.
@@ -189,12 +189,12 @@ func (o *Outbox) notify() {
 }
 
 // Append queues e: see Outbox for what is guaranteed. An empty ID is
-// replaced by agent.NewEventID() and a zero Time by the current time. The
+// replaced by core.NewEventID() and a zero Time by the current time. The
 // only errors are ErrClosed and an event too large to be a record (larger
 // than 1 MiB as JSON): then nothing was queued. Append does no network I/O.
-func (o *Outbox) Append(e agent.Event) error {
+func (o *Outbox) Append(e core.Event) error {
 	if e.ID == "" {
-		e.ID = agent.NewEventID()
+		e.ID = core.NewEventID()
 	}
 	if e.Time.IsZero() {
 		e.Time = o.now().UTC()
@@ -213,9 +213,9 @@ func (o *Outbox) Append(e agent.Event) error {
 
 // add queues e under o.mu: drops what the bound requires, and writes it to
 // the log unless the log is failing.
-func (o *Outbox) add(e agent.Event) error {
+func (o *Outbox) add(e core.Event) error {
 	if e.ID == "" {
-		e.ID = agent.NewEventID()
+		e.ID = core.NewEventID()
 	}
 	it := Item{Seq: o.nextSeq, Event: e}
 	if _, err := encodeRecord(record{Op: "e", Seq: it.Seq, Event: &it.Event}); err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 )
 
@@ -65,7 +65,7 @@ func TestHelperFullDisk(t *testing.T) {
 	compactFailures := 0
 	for i := 0; ob.MemoryOnly() < 40 && i < 5000; i++ {
 		id := fmt.Sprintf("e%05d", i)
-		if err := ob.Append(agent.Event{ID: id, Kind: "incident", Summary: big}); err != nil {
+		if err := ob.Append(core.Event{ID: id, Kind: "incident", Summary: big}); err != nil {
 			t.Fatalf("Append %s: %v", id, err)
 		}
 		kept = append(kept, id)
@@ -221,7 +221,7 @@ func TestHelperCompactionVictim(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range eventIDs(victimKeep) {
-		if err := o.Append(agent.Event{ID: id, Kind: "incident"}); err != nil {
+		if err := o.Append(core.Event{ID: id, Kind: "incident"}); err != nil {
 			t.Fatal(err)
 		}
 	}

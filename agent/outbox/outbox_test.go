@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/agent/core"
 )
 
-func event(i int) agent.Event {
-	return agent.Event{
+func event(i int) core.Event {
+	return core.Event{
 		ID:      fmt.Sprintf("ev-%03d", i),
 		Time:    time.Date(2026, 11, 29, 12, 0, i, 0, time.UTC),
 		Kind:    "incident",
@@ -84,7 +85,7 @@ func TestOutboxCutsATornTail(t *testing.T) {
 		damage func(t *testing.T, path string)
 	}{
 		{"a half-written record at the end is cut", func(t *testing.T, path string) {
-			b, err := encodeRecord(record{Op: "e", Seq: 99, Event: &agent.Event{ID: "torn"}})
+			b, err := encodeRecord(record{Op: "e", Seq: 99, Event: &core.Event{ID: "torn"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestOutboxCutsATornTail(t *testing.T) {
 			appendBytes(t, path, []byte{40, 0, 0, 0, 1, 2})
 		}},
 		{"a record with a wrong checksum is cut", func(t *testing.T, path string) {
-			b, err := encodeRecord(record{Op: "e", Seq: 99, Event: &agent.Event{ID: "torn"}})
+			b, err := encodeRecord(record{Op: "e", Seq: 99, Event: &core.Event{ID: "torn"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,8 +150,8 @@ func appendBytes(t *testing.T, path string, b []byte) {
 	}
 }
 
-func reports(items []Item) []agent.Event {
-	var out []agent.Event
+func reports(items []Item) []core.Event {
+	var out []core.Event
 	for _, it := range items {
 		if it.Event.Kind == KindDropped {
 			out = append(out, it.Event)
@@ -222,8 +223,8 @@ func TestOutboxDropsAtItsBoundAndReportsIt(t *testing.T) {
 	}
 }
 
-func ev(id, kind, target, result string) agent.Event {
-	return agent.Event{ID: id, Kind: kind, Target: target, Result: result, Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+func ev(id, kind, target, result string) core.Event {
+	return core.Event{ID: id, Kind: kind, Target: target, Result: result, Time: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 }
 
 func TestDropOrderIsDuplicatesAndInfoThenActionsThenIncidentsOldestFirst(t *testing.T) {
@@ -263,7 +264,7 @@ func TestDropOrderIsDuplicatesAndInfoThenActionsThenIncidentsOldestFirst(t *test
 // event itself when it matters least.
 func TestOutboxDropsTheLeastImportantFirstAndCountsByClass(t *testing.T) {
 	o := mustOpen(t, t.TempDir(), 6)
-	for _, e := range []agent.Event{
+	for _, e := range []core.Event{
 		ev("inc-1", "incident", "wg0/A", "opened"),
 		ev("drift-1", "offload-drift", "wwan0", ""),
 		ev("drift-2", "offload-drift", "wwan0", ""),
@@ -352,7 +353,7 @@ func TestOutboxRejectsABoundBelowTwo(t *testing.T) {
 }
 
 func FuzzOutboxReplay(f *testing.F) {
-	good, _ := encodeRecord(record{Op: "e", Seq: 1, Event: &agent.Event{ID: "a"}})
+	good, _ := encodeRecord(record{Op: "e", Seq: 1, Event: &core.Event{ID: "a"}})
 	ack, _ := encodeRecord(record{Op: "a", Seq: 1})
 	f.Add(good)
 	f.Add(append(append([]byte{}, good...), ack...))
@@ -370,7 +371,7 @@ func FuzzOutboxReplay(f *testing.F) {
 			t.Fatalf("Open on arbitrary bytes: %v", err)
 		}
 		before := o.Depth()
-		if err := o.Append(agent.Event{ID: "fuzz"}); err != nil {
+		if err := o.Append(core.Event{ID: "fuzz"}); err != nil {
 			t.Fatal(err)
 		}
 		o.Close()

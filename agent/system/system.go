@@ -1,7 +1,7 @@
 // Package system is the agent's one OS backend, for Linux: every handle
 // the agent uses, opened once per network namespace by one constructor
 // (Open for the process's own namespace, OpenAt for another), behind the
-// small interfaces of agent.OS.
+// small interfaces of core.OS.
 //
 // A handle that cannot be opened does not stop the agent: it is opened
 // again at its next use, and until then every call through it returns the
@@ -24,7 +24,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/probes"
 )
 
@@ -93,8 +93,8 @@ func newSystem(ns netns.NsHandle) *System {
 }
 
 // OS returns the agent's view of the backend.
-func (s *System) OS() agent.OS {
-	return agent.OS{
+func (s *System) OS() core.OS {
+	return core.OS{
 		NIC:       ethtoolNIC{s},
 		Links:     linksView{s},
 		WireGuard: wireGuard{s},
@@ -168,7 +168,7 @@ func (l *lazy[T]) get() (T, bool) {
 	return l.h, l.ok
 }
 
-// linksView is agent.Links on the namespace's rtnetlink reader.
+// linksView is core.Links on the namespace's rtnetlink reader.
 type linksView struct{ s *System }
 
 func (v linksView) Links() ([]probes.Link, error) {
@@ -272,7 +272,7 @@ func (b bouncer) RouteAdd(r *netlink.Route) error {
 	return h.RouteAdd(r)
 }
 
-// prober is agent.Prober: probes made from the namespace.
+// prober is core.Prober: probes made from the namespace.
 type prober struct{ s *System }
 
 func (p prober) Tunnel(ctx context.Context, target string, timeout time.Duration) probes.ProbeResult {
@@ -298,7 +298,7 @@ func (p prober) Lookup(ctx context.Context, name string) ([]netip.Addr, error) {
 	return probes.Netns{Path: p.s.nsPath}.Resolver().LookupNetIP(ctx, "ip", name)
 }
 
-// clock is agent.Clock on the kernel's clock.
+// clock is core.Clock on the kernel's clock.
 type clock struct{ c *probes.Clock }
 
 func (c clock) Now() time.Time                      { return time.Now() }

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
@@ -21,7 +21,7 @@ import (
 
 // The real backend, tested in anonymous network namespaces.
 
-func openIn(t *testing.T, ns *wgpair.NS) agent.OS {
+func openIn(t *testing.T, ns *wgpair.NS) core.OS {
 	t.Helper()
 	sys, err := system.OpenAt(ns.NsHandle())
 	if err != nil {

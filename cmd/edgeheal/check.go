@@ -11,18 +11,20 @@ import (
 	"text/tabwriter"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/offload"
 	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // checkReport is what `edgeheal check --json` prints.
 type checkReport struct {
-	Node     string              `json:"node"`
-	Config   string              `json:"config"`
-	Revision string              `json:"config_revision"`
-	Healthy  bool                `json:"healthy"`
-	Uplinks  *agent.UplinkReport `json:"uplinks,omitempty"`
-	Checks   []agent.Check       `json:"checks"`
+	Node     string          `json:"node"`
+	Config   string          `json:"config"`
+	Revision string          `json:"config_revision"`
+	Healthy  bool            `json:"healthy"`
+	Uplinks  *offload.Report `json:"uplinks,omitempty"`
+	Checks   []wire.Check    `json:"checks"`
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) error {
@@ -71,7 +73,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 }
 
 // writeChecks prints checks as an aligned table.
-func writeChecks(w io.Writer, checks []agent.Check) {
+func writeChecks(w io.Writer, checks []wire.Check) {
 	if len(checks) == 0 {
 		fmt.Fprintln(w, "no uplinks, tunnels or workloads configured to check")
 		return

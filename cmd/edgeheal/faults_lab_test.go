@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/httpapi"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/lab"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // The daemon in the lab's edge namespace, with a fault of its own making:
@@ -51,23 +51,23 @@ func labAgent(t *testing.T, l *lab.Lab, bin, cfg, stateDir string, prefix ...str
 }
 
 // labAgentStatus is `edgeheal status --json` from inside the edge namespace.
-func labAgentStatus(t *testing.T, l *lab.Lab, bin string) (httpapi.StatusResponse, bool) {
+func labAgentStatus(t *testing.T, l *lab.Lab, bin string) (wire.LocalStatus, bool) {
 	t.Helper()
 	out, _ := l.Exec(context.Background(), lab.Edge, bin, "status", "--json", "--addr", "127.0.0.1:9469")
-	var st httpapi.StatusResponse
+	var st wire.LocalStatus
 	if err := json.Unmarshal(out, &st); err != nil {
 		return st, false
 	}
 	return st, true
 }
 
-func statusComponent(st httpapi.StatusResponse, name string) agent.Check {
+func statusComponent(st wire.LocalStatus, name string) wire.Check {
 	for _, c := range st.Checks {
-		if c.Kind == agent.KindComponent && c.Target == name {
+		if c.Kind == wire.KindComponent && c.Target == name {
 			return c
 		}
 	}
-	return agent.Check{}
+	return wire.Check{}
 }
 
 func TestLabDaemonWithoutItsBrokerCAKeepsOffloadOffAndReportsOnceTheCAAppears(t *testing.T) {
@@ -89,7 +89,7 @@ report:
 	labAgent(t, l, bin, cfg, filepath.Join(dir, "state"))
 
 	testsupport.WaitFor(t, 10*time.Second, "offload off on the uplink", func() bool { on, err := l.UplinkTxChecksumOn(); return err == nil && !on })
-	var st httpapi.StatusResponse
+	var st wire.LocalStatus
 	testsupport.WaitFor(t, 10*time.Second, "the status naming mqtt as failed", func() bool {
 		var ok bool
 		st, ok = labAgentStatus(t, l, bin)
@@ -147,7 +147,7 @@ report:
 	labAgent(t, l, bin, cfg, state, unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh")
 
 	testsupport.WaitFor(t, 10*time.Second, "offload off on the uplink", func() bool { on, err := l.UplinkTxChecksumOn(); return err == nil && !on })
-	var st httpapi.StatusResponse
+	var st wire.LocalStatus
 	testsupport.WaitFor(t, 10*time.Second, "the status naming the outbox", func() bool {
 		var ok bool
 		st, ok = labAgentStatus(t, l, bin)

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeheal/edgeheal/internal/testsupport"
-
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/labtest"
 	"github.com/edgeheal/edgeheal/lab"
 )

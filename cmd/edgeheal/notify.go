@@ -11,7 +11,7 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // notifier speaks systemd's notify protocol (Type=notify, WatchdogSec=):
@@ -120,8 +120,8 @@ func (n *notifier) watchdog(ctx context.Context, ticks <-chan time.Time, progres
 
 // statusLine summarises the agent in one line for STATUS=: how many checks
 // are healthy, the unhealthy ones, the outbox depth and the MQTT link.
-func statusLine(checks []agent.Check, outboxDepth int, mqttConnected, mqttEnabled bool) string {
-	state, healthy, total := agent.NodeState(checks)
+func statusLine(checks []wire.Check, outboxDepth int, mqttConnected, mqttEnabled bool) string {
+	state, healthy, total := wire.NodeState(checks)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d/%d checks healthy", state, healthy, total)
 	var bad []string

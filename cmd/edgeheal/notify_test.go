@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // notifySocket is a real unixgram socket standing in for systemd; the test
@@ -178,17 +178,17 @@ func TestWatchdogCadenceFromWatchdogUsec(t *testing.T) {
 func TestStatusLine(t *testing.T) {
 	tests := []struct {
 		name   string
-		checks []agent.Check
+		checks []wire.Check
 		depth  int
 		conn   bool
 		mqtt   bool
 		want   string
 	}{
-		{"all healthy and connected", []agent.Check{{Target: "wwan0", State: "ok", Healthy: true}}, 0, true, true,
+		{"all healthy and connected", []wire.Check{{Target: "wwan0", State: "ok", Healthy: true}}, 0, true, true,
 			"online: 1/1 checks healthy; outbox 0; mqtt connected"},
-		{"unhealthy checks are named", []agent.Check{{Target: "wwan0", State: "ok", Healthy: true}, {Target: "wg0/AbCd", State: "down"}}, 4, false, true,
+		{"unhealthy checks are named", []wire.Check{{Target: "wwan0", State: "ok", Healthy: true}, {Target: "wg0/AbCd", State: "down"}}, 4, false, true,
 			"degraded: 1/2 checks healthy (wg0/AbCd down); outbox 4; mqtt disconnected"},
-		{"many unhealthy checks are cut", []agent.Check{{Target: "a", State: "down"}, {Target: "b", State: "down"}, {Target: "c", State: "down"}, {Target: "d", State: "down"}, {Target: "e", State: "down"}}, 0, false, false,
+		{"many unhealthy checks are cut", []wire.Check{{Target: "a", State: "down"}, {Target: "b", State: "down"}, {Target: "c", State: "down"}, {Target: "d", State: "down"}, {Target: "e", State: "down"}}, 0, false, false,
 			"degraded: 0/5 checks healthy (a down, b down, c down, +2 more); outbox 0"},
 	}
 	for _, tt := range tests {

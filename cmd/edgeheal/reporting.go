@@ -4,13 +4,16 @@ import (
 	"log/slog"
 
 	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/evidence"
 	"github.com/edgeheal/edgeheal/agent/httpapi"
 	"github.com/edgeheal/edgeheal/agent/metrics"
 	"github.com/edgeheal/edgeheal/agent/mqtt"
 	"github.com/edgeheal/edgeheal/agent/outbox"
+	"github.com/edgeheal/edgeheal/agent/recorder"
 	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // reporting is everything that tells the world: the outbox and its
@@ -23,7 +26,7 @@ type reporting struct {
 	outbox    *outbox.Outbox
 	evidence  *evidence.Store // nil: no bundles
 	metrics   *metrics.Metrics
-	recorder  *agent.Recorder
+	recorder  *recorder.Recorder
 	publisher *mqtt.Publisher // nil: report.mqtt.broker is empty
 	server    *httpapi.Server // nil: report.http.listen is empty
 	notifier  *notifier
@@ -57,7 +60,7 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 			Session: mqtt.OpenSession(cfg.Report.StateDir, nil),
 			Logger:  log.With("component", "mqtt"),
 			Links:   links,
-			Emit:    func(e agent.Event) { r.recorder.Emit(e) }, // the recorder is made below, before anything runs
+			Emit:    func(e core.Event) { r.recorder.Emit(e) }, // the recorder is made below, before anything runs
 		})
 		if err != nil {
 			panic(err) // configs validated the broker URL and the node name
@@ -69,10 +72,11 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 		mopts.MQTT = r.publisher.Connected
 	}
 	r.metrics = metrics.New(mopts)
-	r.recorder = &agent.Recorder{Store: r.outbox, OnEvent: r.onEvent, Log: log.With("component", "events")}
+	ro := recorder.Options{Store: r.outbox, OnEvent: r.onEvent, Log: log.With("component", "events")}
 	if r.evidence != nil {
-		r.recorder.Evidence = r.evidence
+		ro.Evidence = r.evidence
 	}
+	r.recorder = recorder.New(ro)
 	if r.notifier, err = newNotifier(log); err != nil {
 		log.Warn("systemd watchdog off", "error", err)
 	}
@@ -95,7 +99,7 @@ func warnAboutSecrets(cfg *configs.Config, log *slog.Logger) {
 // onEvent is every event's first stop: the metrics count it, and an event
 // that says the path may be back makes a disconnected publisher check the
 // broker at once.
-func (r *reporting) onEvent(e agent.Event) {
+func (r *reporting) onEvent(e core.Event) {
 	r.metrics.ObserveEvent(e)
 	if r.publisher != nil && mqtt.SuggestsThePathIsBack(e) {
 		r.publisher.TryNow()
@@ -106,7 +110,8 @@ func (r *reporting) onEvent(e agent.Event) {
 // API and the evidence at it.
 func (r *reporting) wire(a *agent.Agent) {
 	cfg := a.Config()
-	comps := []agent.Component{r.outbox}
+	// The recorder first: it drains the events every other part emits.
+	comps := []core.Component{r.recorder, r.outbox}
 	if r.publisher != nil {
 		comps = append(comps, r.publisher)
 	}
@@ -116,9 +121,9 @@ func (r *reporting) wire(a *agent.Agent) {
 			State:   a,
 			Metrics: r.metrics.Handler(),
 			Outbox:  r.outbox,
-			Info: func() httpapi.NodeInfo {
+			Info: func() wire.NodeInfo {
 				c := a.Config()
-				return httpapi.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
+				return wire.NodeInfo{Node: c.Node.Name, Site: c.Node.Site, Version: version, ConfigRevision: c.Revision}
 			},
 			Logger: r.log.With("component", "http"),
 			Stale:  agent.LivenessLimit(cfg),
@@ -135,7 +140,7 @@ func (r *reporting) wire(a *agent.Agent) {
 
 // onRound feeds every sweep's checks to the metrics, the MQTT status and
 // systemd's STATUS=.
-func (r *reporting) onRound(checks []agent.Check) {
+func (r *reporting) onRound(checks []wire.Check) {
 	r.metrics.SetChecks(checks)
 	mqttOn := r.publisher != nil
 	if mqttOn {

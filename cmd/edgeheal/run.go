@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/system"
+	"github.com/edgeheal/edgeheal/agent/tunnel"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -53,7 +54,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	rep := newReporting(cfg, log, sys.OS().Links)
 	// The policy state lives beside the last good config: a config change
 	// must not move (and so reset) the bounds on disruptive actions.
-	ledger, _ := agent.OpenLedger(*stateDir, time.Now(), log) // an unreadable file is logged, moved aside, and starts empty
+	ledger, _ := tunnel.OpenLedger(*stateDir, time.Now(), log) // an unreadable file is logged, moved aside, and starts empty
 	a := agent.New(cfg, agent.Options{OS: sys.OS(), Log: log, Emit: rep.recorder.Emit,
 		OnRound: rep.onRound, OnProbe: rep.metrics.ObserveProbe, Ledger: ledger})
 	rep.wire(a)

@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent/httpapi"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // errNoAgent matches (errors.Is) the error of fetchStatus when nothing
@@ -39,29 +39,29 @@ func statusURL(listen string) string {
 // fetchStatus reads /v1/status from the agent listening on listen
 // (report.http.listen). A refused connection or a missing socket is
 // reported as ErrNoAgent with a hint.
-func fetchStatus(ctx context.Context, listen string) (httpapi.StatusResponse, error) {
+func fetchStatus(ctx context.Context, listen string) (wire.LocalStatus, error) {
 	url := statusURL(listen)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return httpapi.StatusResponse{}, fmt.Errorf("building status request: %w", err)
+		return wire.LocalStatus{}, fmt.Errorf("building status request: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return httpapi.StatusResponse{}, fmt.Errorf("%w on %s: is the agent running? (systemctl status edgeheal; report.http.listen must be set)", errNoAgent, url)
+			return wire.LocalStatus{}, fmt.Errorf("%w on %s: is the agent running? (systemctl status edgeheal; report.http.listen must be set)", errNoAgent, url)
 		}
-		return httpapi.StatusResponse{}, fmt.Errorf("reading %s: %w", url, err)
+		return wire.LocalStatus{}, fmt.Errorf("reading %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return httpapi.StatusResponse{}, fmt.Errorf("reading %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+		return wire.LocalStatus{}, fmt.Errorf("reading %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var s httpapi.StatusResponse
+	var s wire.LocalStatus
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&s); err != nil {
-		return httpapi.StatusResponse{}, fmt.Errorf("decoding %s: %w", url, err)
+		return wire.LocalStatus{}, fmt.Errorf("decoding %s: %w", url, err)
 	}
 	return s, nil
 }
@@ -69,7 +69,7 @@ func fetchStatus(ctx context.Context, listen string) (httpapi.StatusResponse, er
 // writeStatusTable writes s for a human: a header with the node, state,
 // readiness, MQTT and outbox, then one row per check. now makes ages
 // reproducible in tests.
-func writeStatusTable(w io.Writer, s httpapi.StatusResponse, now time.Time) error {
+func writeStatusTable(w io.Writer, s wire.LocalStatus, now time.Time) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s", orDash(s.Node))
 	if s.Site != "" {

@@ -13,9 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/httpapi"
-	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 var statusNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -23,8 +22,8 @@ var statusNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // statusState is the agent as /v1/status reads it.
 type statusState struct{}
 
-func (statusState) Checks() []agent.Check {
-	return []agent.Check{
+func (statusState) Checks() []wire.Check {
+	return []wire.Check{
 		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true, LastAction: "offload-off", Since: statusNow.Add(-3 * time.Hour)},
 		{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false, LastAction: "handshake", Detail: "probe 10.0.0.1 failed 3 times", Since: statusNow.Add(-40 * time.Second)},
 	}
@@ -41,11 +40,11 @@ func (statusOutbox) Dropped() uint64 { return 7 }
 func TestStatusCommandShowsARunningAgent(t *testing.T) {
 	s := httpapi.NewServer(httpapi.ServerOptions{
 		Listen: "127.0.0.1:0", State: statusState{}, Outbox: statusOutbox{},
-		MQTT: func() mqtt.Info {
-			return mqtt.Info{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
+		MQTT: func() wire.MQTTInfo {
+			return wire.MQTTInfo{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
 		},
-		Info: func() httpapi.NodeInfo {
-			return httpapi.NodeInfo{Node: "edge-17", Site: "plant-7", Version: "1.2.3", ConfigRevision: "r42"}
+		Info: func() wire.NodeInfo {
+			return wire.NodeInfo{Node: "edge-17", Site: "plant-7", Version: "1.2.3", ConfigRevision: "r42"}
 		},
 		Now: func() time.Time { return statusNow },
 	})
@@ -60,7 +59,7 @@ func TestStatusCommandShowsARunningAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != agent.StateDegraded || got.Outbox.Depth != 3 || got.MQTT.Session != 12 || len(got.Checks) != 2 {
+	if got.State != wire.StateDegraded || got.Outbox.Depth != 3 || got.MQTT.Session != 12 || len(got.Checks) != 2 {
 		t.Errorf("status = %+v", got)
 	}
 	var buf bytes.Buffer

@@ -17,8 +17,7 @@ import (
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
-	"github.com/edgeheal/edgeheal/agent"
-	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 const prefix = "edgeheal/v1"
@@ -41,7 +40,7 @@ func (n *simNode) connect(addr string) error {
 	if err != nil {
 		return err
 	}
-	will, _ := json.Marshal(mqtt.StatusMessage{V: mqtt.PayloadVersion, State: mqtt.StateLost, Session: n.session})
+	will, _ := json.Marshal(wire.Status{V: wire.Version, State: wire.StateLost, Session: n.session})
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 	cp.ProtocolName, cp.ProtocolVersion, cp.CleanSession = "MQTT", 4, true
 	cp.ClientIdentifier = "sim-" + n.name
@@ -97,9 +96,9 @@ func (n *simNode) publish(topic string, retain bool, payload []byte) error {
 // heartbeat does: every check, the agent's version and revision.
 func (n *simNode) status() error {
 	now := time.Now().UTC()
-	b, _ := json.Marshal(mqtt.StatusMessage{V: mqtt.PayloadVersion, State: agent.StateOnline, Session: n.session, TS: now,
+	b, _ := json.Marshal(wire.Status{V: wire.Version, State: wire.StateOnline, Session: n.session, TS: now,
 		Node: n.name, Site: n.site, Version: "1.4.0", ConfigRevision: "3f9a1c2b7d40",
-		Checks: &mqtt.ChecksSummary{Total: 4, Healthy: 4, Items: []mqtt.CheckSummary{
+		Checks: &wire.ChecksSummary{Total: 4, Healthy: 4, Items: []wire.Check{
 			{Kind: "component", Target: "mqtt", State: "ok", Healthy: true, Detail: "connected (session " + fmt.Sprint(n.session) + ")", Since: now},
 			{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true, LastAction: "offload-off changed", Since: now},
 			{Kind: "peer", Target: "flannel-wg/AbCdEfGh", State: "ok", Healthy: true, Since: now},
@@ -113,7 +112,7 @@ var eventSeq atomic.Uint64
 // event publishes one event as the agent's outbox would.
 func (n *simNode) event(kind string) error {
 	id := eventSeq.Add(1)
-	b, _ := json.Marshal(mqtt.EventMessage{V: mqtt.PayloadVersion, Node: n.name, Site: n.site, Event: agent.Event{
+	b, _ := json.Marshal(wire.EventMessage{V: wire.Version, Node: n.name, Site: n.site, Event: wire.Event{
 		ID: fmt.Sprintf("%s-%d", n.name, id), Time: time.Now().UTC(), Kind: kind, Target: "flannel-wg/AbCdEfGh",
 		Action: "handshake", Result: "changed", Duration: 0.004, Summary: "handshake on flannel-wg/AbCdEfGh changed",
 		Evidence: map[string]any{"reason": "probe missed 3 times"}}})

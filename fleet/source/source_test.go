@@ -25,7 +25,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/mqtt"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
@@ -34,6 +34,7 @@ import (
 	"github.com/edgeheal/edgeheal/fleet/web"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 const prefix = "edgeheal/v1"
@@ -43,8 +44,8 @@ type node struct {
 	MQTT     configs.ReportMQTT
 	Name     string
 	StateDir string
-	Events   []agent.Event // appended to the outbox before the publisher starts
-	Checks   []agent.Check
+	Events   []core.Event // appended to the outbox before the publisher starts
+	Checks   []wire.Check
 }
 
 const nodeEnv = "EDGEHEAL_FLEET_TEST_NODE"
@@ -221,8 +222,8 @@ func (v *view) waitMetric(t *testing.T, line string) {
 	})
 }
 
-func peerDown() []agent.Check {
-	return []agent.Check{
+func peerDown() []wire.Check {
+	return []wire.Check{
 		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
 		{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false, Detail: "probe 10.8.0.1 failed 3 times"},
 	}
@@ -232,7 +233,7 @@ func TestTheViewShowsANodesStatusAndEventsThenItsWillAfterKill9(t *testing.T) {
 	c := newCloud(t, "edge-1")
 	v := startView(t, c, "", "edgeheal-fleet-test")
 	ts := time.Now().UTC().Add(-time.Minute)
-	n := node{MQTT: c.config(t, "edge-1"), Name: "edge-1", StateDir: t.TempDir(), Checks: peerDown(), Events: []agent.Event{
+	n := node{MQTT: c.config(t, "edge-1"), Name: "edge-1", StateDir: t.TempDir(), Checks: peerDown(), Events: []wire.Event{
 		{ID: "ev-1", Time: ts, Kind: "incident", Target: "wg0/AbCd", Result: "opened", Summary: "wg0/AbCd dark: probe missed: timeout"},
 		{ID: "ev-2", Time: ts.Add(time.Second), Kind: "action", Target: "wg0/AbCd", Action: "handshake", Result: "changed", Summary: "handshake on wg0/AbCd changed"},
 	}}
@@ -267,8 +268,8 @@ func TestStaleMessagesOfTheOldSessionAreIgnoredAfterARestart(t *testing.T) {
 	c := newCloud(t, "edge-2")
 	v := startView(t, c, "", "edgeheal-fleet-test")
 	n := node{MQTT: c.config(t, "edge-2"), Name: "edge-2", StateDir: t.TempDir(),
-		Checks: []agent.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}},
-		Events: []agent.Event{{ID: "ev-old", Time: time.Now().UTC(), Kind: "action", Target: "wwan0", Action: "offload-off", Result: "changed"}}}
+		Checks: []wire.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}},
+		Events: []wire.Event{{ID: "ev-old", Time: time.Now().UTC(), Kind: "action", Target: "wwan0", Action: "offload-off", Result: "changed"}}}
 	first := startNode(t, n)
 	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-2",site="plant-7",state="online"} 1`)
 	d, _ := v.store.Detail("edge-2", time.Now())
@@ -288,7 +289,7 @@ func TestStaleMessagesOfTheOldSessionAreIgnoredAfterARestart(t *testing.T) {
 	// online status, and its event again. The node's own credentials, as
 	// the broker would have them from the old connection.
 	pub := publisher(t, c, "edge-2")
-	stale, _ := json.Marshal(mqtt.StatusMessage{V: 1, State: "online", Session: old, TS: time.Now().UTC(), Node: "edge-2"})
+	stale, _ := json.Marshal(wire.Status{V: 1, State: "online", Session: old, TS: time.Now().UTC(), Node: "edge-2"})
 	for _, m := range []struct {
 		topic   string
 		payload []byte
@@ -316,12 +317,12 @@ func TestTwoInstancesShareTheEvents(t *testing.T) {
 	c := newCloud(t, "edge-3")
 	a := startView(t, c, "fleet", "edgeheal-fleet-a")
 	b := startView(t, c, "fleet", "edgeheal-fleet-b")
-	var events []agent.Event
+	var events []core.Event
 	for i := range 20 {
-		events = append(events, agent.Event{ID: fmt.Sprintf("ev-%02d", i), Time: time.Now().UTC(), Kind: "action", Target: "wwan0", Action: "offload-off", Result: "changed"})
+		events = append(events, wire.Event{ID: fmt.Sprintf("ev-%02d", i), Time: time.Now().UTC(), Kind: "action", Target: "wwan0", Action: "offload-off", Result: "changed"})
 	}
 	startNode(t, node{MQTT: c.config(t, "edge-3"), Name: "edge-3", StateDir: t.TempDir(), Events: events,
-		Checks: []agent.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}}})
+		Checks: []wire.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}}})
 	total := func() (int, int) {
 		ha, hb := a.store.Health(time.Now()), b.store.Health(time.Now())
 		return int(ha.Events["action"]), int(hb.Events["action"])

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -80,7 +81,8 @@ func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, d
 // or test-support package, not the fleet view, not the testing package,
 // and none of the dependencies replaced for its weight (grpc-go,
 // client_golang and protobuf's runtime, text/template); cmd/edgeheal
-// imports only agent (and its subpackages) and configs of ours.
+// imports only agent (and its subpackages), configs, broker and wire of
+// ours.
 func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 	p := goList(t, "-deps", "./cmd/edgeheal")
 	var bad []string
@@ -114,8 +116,8 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 		}
 		for _, imp := range d.Imports {
 			rel, mine := ours(imp)
-			if mine && !under(rel, "agent") && rel != "configs" {
-				bad = append(bad, "cmd/edgeheal imports "+rel+" (only agent/... and configs of ours)")
+			if mine && !under(rel, "agent") && rel != "configs" && rel != "broker" && rel != "wire" {
+				bad = append(bad, "cmd/edgeheal imports "+rel+" (only agent/..., configs, broker and wire of ours)")
 			}
 		}
 	}
@@ -125,12 +127,11 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 }
 
 // TestTheFleetViewLinksOnlyItsOwnCode: edgeheal-fleet is a second
-// product, deployed in the cloud. It links fleet/... and configs (for
-// the agent's own parsing of broker URLs, TLS and password files) of
-// ours, and nothing of the agent: the wire format is JSON, and the
-// agent's internals (its OS backend, netlink, ethtool, wgctrl) have no
-// business in the cloud. Nor does it link the lab, test support or the
-// testing package.
+// product, deployed in the cloud. It links fleet/..., broker (the one
+// parsing of broker URLs, TLS and password files) and wire (the JSON it
+// reads) of ours, and nothing of the agent: the agent's internals (its OS
+// backend, netlink, ethtool, wgctrl) have no business in the cloud. Nor
+// does it link the lab, test support or the testing package.
 func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 	var bad []string
 	for _, d := range goList(t, "-deps", "./cmd/edgeheal-fleet") {
@@ -138,8 +139,8 @@ func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 		switch {
 		case d.ImportPath == "testing":
 			bad = append(bad, "testing (the standard library's test support)")
-		case mine && !under(rel, "fleet") && !under(rel, "configs") && rel != "cmd/edgeheal-fleet":
-			bad = append(bad, rel+" (only fleet/... and configs of ours)")
+		case mine && !under(rel, "fleet") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "cmd/edgeheal-fleet":
+			bad = append(bad, rel+" (only fleet/..., broker and wire of ours)")
 		}
 	}
 	if len(bad) > 0 {
@@ -156,8 +157,8 @@ func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
 		switch {
 		case d.ImportPath == "testing":
 			bad = append(bad, "testing (the standard library's test support)")
-		case mine && !under(rel, "kube") && !under(rel, "configs") && rel != "cmd/edgeheal-kube":
-			bad = append(bad, rel+" (only kube/... and configs/... of ours)")
+		case mine && !under(rel, "kube") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "cmd/edgeheal-kube":
+			bad = append(bad, rel+" (only kube/..., configs, broker and wire of ours)")
 		}
 	}
 	if len(bad) > 0 {
@@ -165,9 +166,17 @@ func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
 	}
 }
 
-// TestImportsFlowOneWay: cmd → agent → (probes, netfix, configs); probes
-// and netfix never import each other, and none of the three imports agent.
+// TestImportsFlowOneWay: cmd → agent → (components, reporters) → core →
+// (probes, netfix, configs, wire); probes and netfix never import each
+// other, and none of them imports agent. Within agent, the components
+// (offload, tunnel, workload, clock) import the core, never each other,
+// the reporting packages or the wiring; the reporting packages import
+// the core, never a component: whatever one part does, it cannot reach
+// into another. wire and broker import nothing of ours: every program
+// may link them.
 func TestImportsFlowOneWay(t *testing.T) {
+	components := []string{"agent/offload", "agent/tunnel", "agent/workload", "agent/clock"}
+	reporters := []string{"agent/recorder", "agent/outbox", "agent/mqtt", "agent/httpapi", "agent/metrics", "agent/evidence", "agent/system"}
 	rules := []struct {
 		pkg, must string
 		not       []string
@@ -178,6 +187,21 @@ func TestImportsFlowOneWay(t *testing.T) {
 		{"agent", "agent imports no command, lab, test support or fleet view", []string{"cmd", "lab", "internal", "fleet"}},
 		{"fleet", "the fleet view reads the agents' JSON, not their code: no agent, probes, netfix, lab, command or test support",
 			[]string{"agent", "probes", "netfix", "lab", "cmd", "internal"}},
+		{"wire", "wire is the shared vocabulary: it imports nothing of ours", []string{""}},
+		{"broker", "broker imports nothing of ours", []string{""}},
+		{"agent/core", "the core imports no other part of the agent", append(append([]string{"agent/"}, components...), reporters...)},
+	}
+	for _, c := range components {
+		rules = append(rules, struct {
+			pkg, must string
+			not       []string
+		}{c, c + " imports the core, never another component, a reporting package or the wiring", append(append([]string{"agent"}, components...), reporters...)})
+	}
+	for _, r := range reporters {
+		rules = append(rules, struct {
+			pkg, must string
+			not       []string
+		}{r, r + " imports the core, never a component or the wiring", append([]string{"agent"}, components...)})
 	}
 	var bad []string
 	for _, p := range goList(t, "-deps", "./...") {
@@ -191,11 +215,11 @@ func TestImportsFlowOneWay(t *testing.T) {
 			}
 			for _, d := range p.Deps {
 				drel, dmine := ours(d)
-				if !dmine {
+				if !dmine || drel == rel {
 					continue
 				}
 				for _, n := range r.not {
-					if under(drel, n) && !(r.pkg == "agent" && under(drel, "agent")) {
+					if forbidden(r.pkg, drel, n) {
 						bad = append(bad, fmt.Sprintf("%s depends on %s: %s", rel, drel, r.must))
 					}
 				}
@@ -203,9 +227,29 @@ func TestImportsFlowOneWay(t *testing.T) {
 		}
 	}
 	sort.Strings(bad)
+	bad = slices.Compact(bad)
 	if len(bad) > 0 {
 		t.Errorf("imports that run the wrong way:\n  %s", strings.Join(bad, "\n  "))
 	}
+}
+
+// forbidden reports whether pkg may not depend on dep by the rule "not n":
+// "" forbids everything of ours, "agent/" every package under agent but
+// the core's own dependencies, "agent" the agent package itself (its
+// subpackages are the rules' business) and anything else n and what is
+// under it. A package is never forbidden what is under itself.
+func forbidden(pkg, dep, n string) bool {
+	switch {
+	case under(dep, pkg):
+		return false
+	case n == "":
+		return true
+	case n == "agent/":
+		return strings.HasPrefix(dep, "agent/") && dep != "agent/core"
+	case n == "agent" && strings.HasPrefix(pkg, "agent"):
+		return dep == "agent"
+	}
+	return under(dep, n) && !(n == "agent" && under(pkg, "agent"))
 }
 
 // TestNoCodeOfOursLaysOutKernelStructs: no package of ours (tests and

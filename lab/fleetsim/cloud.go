@@ -9,7 +9,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeheal/edgeheal/agent/mqtt"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // cloud is the cloud side: one subscriber to every node's events, with a
@@ -36,7 +36,7 @@ func subscribe(url string) (*cloud, error) {
 		SetMaxReconnectInterval(50 * time.Millisecond).SetConnectRetryInterval(50 * time.Millisecond).
 		SetConnectTimeout(5 * time.Second).SetOrderMatters(true) // arrival order is measured
 	handle := func(_ paho.Client, m paho.Message) {
-		var e mqtt.EventMessage
+		var e wire.EventMessage
 		if json.Unmarshal(m.Payload(), &e) != nil {
 			return
 		}
@@ -53,7 +53,7 @@ func subscribe(url string) (*cloud, error) {
 	if tok := c.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		return nil, fmt.Errorf("the cloud's subscriber: %v", tok.Error())
 	}
-	if tok := c.c.Subscribe(mqtt.DefaultTopicPrefix+"/+/event", 1, handle); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+	if tok := c.c.Subscribe(wire.DefaultTopicPrefix+"/+/event", 1, handle); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		return nil, fmt.Errorf("the cloud's subscription: %v", tok.Error())
 	}
 	return c, nil

@@ -23,10 +23,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeheal/edgeheal/agent"
+	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/mqtt"
 	"github.com/edgeheal/edgeheal/agent/outbox"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 // Broker is the broker the fleet reports to.
@@ -206,7 +207,7 @@ func (f *fleet) newNode(name string) (*node, error) {
 		return nil, err
 	}
 	pub, err := mqtt.NewPublisher(mqtt.Options{
-		Config:  configs.ReportMQTT{Broker: f.broker.URL(), TopicPrefix: mqtt.DefaultTopicPrefix, Reconnect: f.opts.Reconnect},
+		Config:  configs.ReportMQTT{Broker: f.broker.URL(), TopicPrefix: wire.DefaultTopicPrefix, Reconnect: f.opts.Reconnect},
 		Node:    configs.Node{Name: name, Site: "fleetsim"},
 		Version: "fleetsim", Outbox: ob, Session: mqtt.OpenSession(dir, nil),
 		Dial: f.dials.dial,
@@ -255,7 +256,7 @@ func (f *fleet) queue() error {
 	for _, n := range f.nodes {
 		for j := range f.opts.EventsPerNode {
 			id := fmt.Sprintf("%s-%d", n.name, j)
-			if err := n.ob.Append(agent.Event{ID: id, Kind: "incident", Target: "wg0/fleet", Summary: "queued during the broker outage"}); err != nil {
+			if err := n.ob.Append(core.Event{ID: id, Kind: "incident", Target: "wg0/fleet", Summary: "queued during the broker outage"}); err != nil {
 				return fmt.Errorf("queueing on %s: %w", n.name, err)
 			}
 			n.ids = append(n.ids, id)

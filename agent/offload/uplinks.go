@@ -1,0 +1,139 @@
+package offload
+
+import (
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/netfix"
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+// Uplink selection lives here and nowhere else: which links the uplink
+// configs choose, and what is wanted of each. The offload guard and
+// `edgeheal check` both read it.
+
+// uplinkTarget is a link chosen by one or more uplink configs, and what is
+// wanted of it.
+type uplinkTarget struct {
+	probes.Link
+	By         []int    // indexes into the guarded uplink configs, ascending
+	SelectedBy []string // their names
+	Want       netfix.OffloadWant
+}
+
+// guardedUplinks drops the uplink configs that guard nothing (tx_checksum
+// leave and no features). configs has validated them.
+func guardedUplinks(ups []configs.Uplink) []configs.Uplink {
+	var out []configs.Uplink
+	for _, u := range ups {
+		if u.TxChecksum == "leave" && len(u.Features) == 0 {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// needsDefaultRoute reports whether a selector is "default-route", so that
+// the default routes must be read to select.
+func needsDefaultRoute(ups []configs.Uplink) bool {
+	return slices.ContainsFunc(ups, func(u configs.Uplink) bool { return u.Name == configs.DefaultRoute })
+}
+
+// matchUplink reports whether selector sel (an exact name, a glob, or
+// "default-route") chooses l; dr holds the default-route link indexes.
+func matchUplink(sel string, l probes.Link, dr map[int]bool) bool {
+	if sel == configs.DefaultRoute {
+		return dr[l.Index]
+	}
+	if sel == l.Name {
+		return true
+	}
+	ok, _ := path.Match(sel, l.Name)
+	return ok
+}
+
+// selectUplink returns the targets for one link: nil when no config
+// chooses it.
+func selectUplink(ups []configs.Uplink, l probes.Link, dr map[int]bool) *uplinkTarget {
+	t := &uplinkTarget{Link: l}
+	for i, u := range ups {
+		if matchUplink(u.Name, l, dr) {
+			t.By = append(t.By, i)
+			t.SelectedBy = append(t.SelectedBy, u.Name)
+		}
+	}
+	if len(t.By) == 0 {
+		return nil
+	}
+	t.Want = wantFor(ups, t.By)
+	return t
+}
+
+// selectUplinks returns the links the configs choose, each once, sorted by
+// name. It is pure.
+func selectUplinks(ups []configs.Uplink, links []probes.Link, dr map[int]bool) []uplinkTarget {
+	var out []uplinkTarget
+	for _, l := range links {
+		if t := selectUplink(ups, l, dr); t != nil {
+			out = append(out, *t)
+		}
+	}
+	slices.SortFunc(out, func(a, b uplinkTarget) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// wantFor merges the configs that choose a link: TX checksum is guarded off
+// if any of them says off, and features merge in config order, a later
+// config's value winning.
+func wantFor(ups []configs.Uplink, by []int) netfix.OffloadWant {
+	w := netfix.OffloadWant{Features: map[string]string{}}
+	for _, i := range by {
+		if ups[i].TxChecksum != "leave" {
+			w.TxChecksumOff = true
+		}
+		maps.Copy(w.Features, ups[i].Features)
+	}
+	return w
+}
+
+// readUplinks lists the links (and the default routes, when a selector
+// needs them) and selects. An error means nothing was observed.
+func readUplinks(links probes.LinkLister, ups []configs.Uplink) ([]uplinkTarget, map[int]bool, error) {
+	ls, err := links.Links()
+	if err != nil {
+		return nil, nil, err
+	}
+	var dr map[int]bool
+	if needsDefaultRoute(ups) {
+		idx, err := links.DefaultRouteLinks()
+		if err != nil {
+			return nil, nil, err
+		}
+		dr = map[int]bool{}
+		for _, i := range idx {
+			dr[i] = true
+		}
+	}
+	return selectUplinks(ups, ls, dr), dr, nil
+}
+
+// unmatched returns the configs no target was chosen by.
+func unmatched(ups []configs.Uplink, targets []uplinkTarget) []configs.Uplink {
+	covered := map[int]bool{}
+	for _, t := range targets {
+		for _, i := range t.By {
+			covered[i] = true
+		}
+	}
+	var out []configs.Uplink
+	for i, u := range ups {
+		if !covered[i] {
+			out = append(out, u)
+		}
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+package tunnel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/probes"
+)
+
+// One round of a tunnel: every peer's observation through the state
+// machine, the events its transitions are, and the actions that follow.
+
+// update runs every selected peer of the tunnel through the state machine
+// on one reading, and acts.
+func (m *Monitor) update(ctx context.Context, r *tunnelReading, suspicion, nudge string, now time.Time) {
+	m.round++
+	if r.err != nil {
+		// No observation: every peer keeps its state.
+		if m.readErr == nil {
+			m.log.Warn("cannot read tunnel peers", "err", r.err)
+		}
+		m.readErr = r.err
+		return
+	}
+	if m.readErr != nil {
+		m.log.Info("tunnel peers readable again")
+		m.readErr = nil
+	}
+	m.bringUp(ctx)
+	m.listenPort = r.listenPort
+	m.watchPort(r.listenPort, now)
+	probeKey, haveProbeKey := m.spec.probePeer(r.peers)
+	drift := false
+	var down, degraded []*peerTrack
+	m.order = m.order[:0]
+	for i := range r.peers {
+		ps := &r.peers[i]
+		p := m.track(ps)
+		if !p.selected {
+			continue
+		}
+		m.order = append(m.order, p)
+		in := m.spec.inputFor(r, ps, probeKey, haveProbeKey, suspicion, nudge)
+		p.probe = probeText(in.probe)
+		obs, rebaselined := m.spec.observePeer(p.st, &p.sig, ps, in, now)
+		p.trackForced()
+		if m.handshakeFailed(ctx, p, obs) {
+			obs.Unverified = true
+		}
+		if rebaselined && p.st.Phase != "" && p.st.Phase != PeerOK {
+			m.log.Debug("peer re-added: counters re-baselined", "peer", p.id)
+		}
+		drift = drift || m.spec.keepaliveNote(ps) != ""
+		m.apply(p, obs)
+		switch p.st.Phase {
+		case PeerDown:
+			down = append(down, p)
+		case PeerDegraded:
+			degraded = append(degraded, p)
+		}
+	}
+	m.forgetRemoved(len(r.peers), now)
+	m.setPathTargets(m.order)
+	if drift {
+		m.enforceKeepalive(ctx)
+	} else {
+		m.kaRetryAt, m.kaBackoff = time.Time{}, 0
+	}
+	if len(down) > 0 {
+		m.runLadder(ctx, down)
+	}
+	m.alertDegraded(degraded, now)
+}
+
+// track returns the monitor's state for a peer, new if it is new.
+func (m *Monitor) track(ps *probes.PeerStats) *peerTrack {
+	p := m.peers[ps.PublicKey]
+	if p == nil {
+		p = &peerTrack{key: ps.PublicKey, selected: m.spec.selected(ps.PublicKey), id: m.spec.peerID(ps.PublicKey)}
+		if st, ok := m.seeds[ps.PublicKey.String()]; ok && p.selected {
+			// An incident open before a reload or a restart: it goes on
+			// where its ladder stood, without a second "opened".
+			p.st = st
+			delete(m.seeds, ps.PublicKey.String())
+		}
+		m.peers[ps.PublicKey] = p
+	}
+	p.round = m.round
+	return p
+}
+
+// forgetRemoved drops the peers this round did not see, closing their
+// incidents.
+func (m *Monitor) forgetRemoved(seen int, now time.Time) {
+	if len(m.peers) <= seen {
+		return
+	}
+	for k, p := range m.peers {
+		if p.round == m.round {
+			continue
+		}
+		delete(m.peers, k)
+		m.book.dropPeer(k.String(), now)
+		if p.selected && !p.st.Opened.IsZero() {
+			m.event(core.Event{Time: now, Kind: "recovered", Target: p.id, Result: "peer-removed",
+				Duration: now.Sub(p.st.Opened).Seconds(),
+				Summary:  fmt.Sprintf("%s removed from %s while %s: incident closed", p.id, m.spec.cfg.Interface, p.st.Phase)})
+		}
+	}
+}
+
+// alertDegraded repeats the alert for peers the ladder gave up on, backing
+// off (ladderAlertBackoff).
+func (m *Monitor) alertDegraded(degraded []*peerTrack, now time.Time) {
+	for _, p := range degraded {
+		if now.Before(p.alertAt) {
+			continue
+		}
+		p.alertEvery = ladderAlertBackoff(p.alertEvery, m.cooldown, m.window)
+		p.alertAt = now.Add(p.alertEvery)
+		m.event(core.Event{Time: now, Kind: "degraded", Target: p.id, Result: "alert",
+			Duration: now.Sub(p.st.Opened).Seconds(),
+			Summary: fmt.Sprintf("%s still dark since %s (%s); gave up: %s", p.id, p.st.Opened.UTC().Format(time.RFC3339),
+				p.st.Reason, p.st.GaveUp),
+			Evidence: map[string]any{"next_alert_seconds": p.alertEvery.Seconds()}})
+	}
+}
+
+func peerOpen(ph PeerPhase) bool { return ph == PeerDown || ph == PeerHealing || ph == PeerDegraded }
+
+// apply runs the state machine on one observation and reports what changed:
+// incidents opened and closed, rungs that were not verified, giving up.
+func (m *Monitor) apply(p *peerTrack, obs PeerObservation) {
+	prev := p.st
+	p.st = nextPeer(prev, obs, m.spec.pol)
+	now := obs.Now
+	if m.adopted == nil || p.key.String() != m.adoptPeer {
+		// (The peer of an action this monitor waits for is recorded by
+		// that action when it returns: what this monitor saw before the
+		// end must not overwrite it, adoptEnded reads it.)
+		m.book.setPeer(p.key.String(), m.spec.cfg.Heal, p.st, now)
+	}
+	switch {
+	case !peerOpen(prev.Phase) && p.st.Phase == PeerDown:
+		m.log.Warn("peer dark: incident opened", "peer", p.id, "reason", p.st.Reason)
+		p.reported = nil
+		m.event(core.Event{Time: now, Kind: "incident", Target: p.id, Result: "opened",
+			Summary:  fmt.Sprintf("%s dark: %s", p.id, p.st.Reason),
+			Evidence: p.evidence(now)})
+	case peerOpen(prev.Phase) && p.st.Phase == PeerOK:
+		m.closed(p, prev, now)
+	case prev.Phase == PeerHealing && p.st.Phase == PeerDown && obs.Unverified:
+		m.log.Info("forced handshake failed: initiations left, nothing came back", "peer", p.id,
+			"tx_bytes", p.forcedTx, "after_seconds", now.Sub(p.forcedAt).Seconds())
+	case prev.Phase == PeerHealing && p.st.Phase == PeerDown:
+		m.log.Info("rung not verified in time", "peer", p.id, "rung", m.rungName(prev.Rung),
+			"verify_timeout_seconds", m.spec.pol.VerifyTimeout.Seconds(), "reason", p.st.Reason)
+	case prev.Phase != PeerDegraded && p.st.Phase == PeerDegraded:
+		m.log.Error("gave up on peer: alerting only until it is healthy", "peer", p.id, "why", p.st.GaveUp, "reason", p.st.Reason)
+		p.holdKind, p.hold = "", ""
+		p.alertEvery = ladderAlertBackoff(0, m.cooldown, m.window)
+		p.alertAt = now.Add(p.alertEvery)
+		m.event(core.Event{Time: now, Kind: "gave-up", Target: p.id, Result: "degraded",
+			Duration: now.Sub(p.st.Opened).Seconds(),
+			Summary:  fmt.Sprintf("%s: gave up, alert only until healthy: %s (%s)", p.id, p.st.GaveUp, p.st.Reason),
+			Evidence: p.evidence(now)})
+	}
+}
+
+// closed reports an incident that ended, and how.
+func (m *Monitor) closed(p *peerTrack, prev PeerState, now time.Time) {
+	healed := "recovered by itself"
+	if prev.Phase == PeerHealing && m.rungName(prev.Rung) != "" {
+		healed = "healed by " + m.rungName(prev.Rung)
+	}
+	took := now.Sub(prev.Opened)
+	m.log.Info("peer healthy again: incident closed", "peer", p.id, "how", healed, "duration_seconds", took.Seconds())
+	m.event(core.Event{Time: now, Kind: "recovered", Target: p.id, Result: "ok", Duration: took.Seconds(),
+		Summary:  fmt.Sprintf("%s healthy again after %s: %s", p.id, took.Round(time.Millisecond), healed),
+		Evidence: map[string]any{"was": string(prev.Phase), "how": healed}})
+	p.holdKind, p.hold, p.reported, p.alertAt, p.alertEvery = "", "", nil, time.Time{}, 0
+	p.forcedAt, p.forcedTx, p.forcedRx, p.forcedFresh = time.Time{}, 0, 0, false
+}
+
+// rungName is the rung a PeerState.Rung (the next rung to try) follows.
+func (m *Monitor) rungName(next int) string {
+	if next > 0 && next <= len(m.spec.cfg.Heal) {
+		return m.spec.cfg.Heal[next-1]
+	}
+	return ""
+}
+
+// evidence is what an incident event carries about the peer.
+func (p *peerTrack) evidence(now time.Time) map[string]any {
+	ev := map[string]any{
+		"handshake_age_seconds": p.sig.handshakeAge(now).Seconds(),
+		"rx_bytes":              p.sig.rx,
+		"tx_bytes":              p.sig.tx,
+		"keepalive_seconds":     p.sig.keepalive.Seconds(),
+		"state":                 string(p.st.Phase),
+	}
+	if p.probe != "" {
+		ev["probe"] = p.probe
+	}
+	if p.sig.endpoint != nil {
+		ev["endpoint"] = p.sig.endpoint.String()
+	}
+	return ev
+}
+
+func (m *Monitor) event(ev core.Event) {
+	if ev.ID == "" {
+		ev.ID = core.NewEventID()
+	}
+	m.emit(ev)
+}

@@ -1,0 +1,140 @@
+package tunnel
+
+import (
+	"slices"
+	"time"
+)
+
+// PeerPhase is where a tunnel peer is in its health state machine:
+//
+//	ok → suspect → down → healing → ok
+//	                 ↑        │
+//	                 └────────┘ (rung not verified in time: next rung)
+//	down/healing → degraded (gave up: alert only, sticky until healthy)
+type PeerPhase string
+
+// The phases of a tunnel peer.
+const (
+	PeerOK       PeerPhase = "ok"
+	PeerSuspect  PeerPhase = "suspect"  // bad, not yet confirmed (probe misses below the streak)
+	PeerDown     PeerPhase = "down"     // confirmed bad: the ladder may act
+	PeerHealing  PeerPhase = "healing"  // a rung ran; waiting for it to be verified
+	PeerDegraded PeerPhase = "degraded" // gave up: alert only until healthy again
+)
+
+// PeerState is one peer's health state. Its zero value is a fresh, healthy
+// peer (Phase "" counts as ok).
+type PeerState struct {
+	Phase   PeerPhase
+	Since   time.Time // when Phase was entered
+	Streak  int       // bad observations in a row
+	Rung    int       // index in the heal list of the next rung to try
+	ActedAt time.Time // when the rung being verified started (healing)
+	DoneAt  time.Time // when it returned: verify_timeout counts from here
+	Reason  string    // the last bad signal
+	GaveUp  string    // why the ladder gave up (degraded)
+	Opened  time.Time // when the incident opened (entered down); zero: none open
+}
+
+// PeerObservation is what one round saw of a peer, plus what the ladder did
+// about it in that round.
+type PeerObservation struct {
+	Now time.Time
+	// Err is set when the observation could not be made (the probe errored,
+	// the device could not be read): the state is left unchanged.
+	Err error
+	// Bad is a confirmed bad signal: a probe miss, a stale handshake, rx flat
+	// while tx rises, or a workload's suspicion. Not Bad is healthy.
+	Bad bool
+	// Confirmed makes a Bad observation count as a full streak at once: the
+	// slow signals (handshake age, rx silence) carry their own duration, and
+	// a workload's suspicion comes after its own streak.
+	Confirmed bool
+	Reason    string
+	// Started names the rung the ladder ran: it started at StartedAt and
+	// returned at Now, and it changed something (or would have, in a dry run).
+	Started   string
+	StartedAt time.Time
+	// Skipped names a rung that ran and changed nothing, so it cannot have
+	// fixed anything: the ladder moves past it at once.
+	Skipped string
+	// GaveUp says the ladder gave up at Now (every rung tried, or the budget
+	// spent); Reason says why.
+	GaveUp bool
+	// Unverified ends the verification of a Bad observation's rung now:
+	// it visibly failed (a forced handshake whose initiations left while
+	// nothing came back), so the ladder need not wait out verify_timeout.
+	Unverified bool
+}
+
+// PeerPolicy is the part of the configuration the state machine reads.
+type PeerPolicy struct {
+	Misses        int           // bad probe observations in a row that confirm (probe.misses)
+	VerifyTimeout time.Duration // a rung must make the peer healthy within this (policy.verify_timeout)
+	Heal          []string      // the ladder, in order (tunnel heal)
+}
+
+// nextPeer is the whole per-peer state machine, a pure function so that a
+// table test covers it. The ladder's own decisions come in as observations
+// (Started, GaveUp) so that every transition is made here.
+func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
+	if obs.Err != nil {
+		return s // never act on an observation that could not be made
+	}
+	if s.Phase == "" {
+		s.Phase, s.Since = PeerOK, obs.Now // first observation of a fresh peer
+	}
+	enter := func(ph PeerPhase) {
+		if s.Phase != ph {
+			s.Phase = ph
+			s.Since = obs.Now
+		}
+	}
+	switch {
+	case obs.GaveUp:
+		enter(PeerDegraded)
+		s.GaveUp = obs.Reason
+		return s
+	case obs.Started != "":
+		enter(PeerHealing)
+		s.ActedAt, s.DoneAt = obs.StartedAt, obs.Now
+		if s.ActedAt.IsZero() {
+			s.ActedAt = obs.Now
+		}
+		if i := slices.Index(p.Heal, obs.Started); i >= 0 {
+			s.Rung = i + 1
+		}
+		return s
+	case obs.Skipped != "":
+		if i := slices.Index(p.Heal, obs.Skipped); i >= 0 {
+			s.Rung = i + 1
+		}
+		return s
+	case !obs.Bad:
+		enter(PeerOK)
+		s.Streak, s.Rung, s.Reason, s.GaveUp = 0, 0, "", ""
+		s.ActedAt, s.DoneAt, s.Opened = time.Time{}, time.Time{}, time.Time{}
+		return s
+	}
+	s.Streak++
+	s.Reason = obs.Reason
+	switch s.Phase {
+	case PeerOK, PeerSuspect:
+		if obs.Confirmed || s.Streak >= max(p.Misses, 1) {
+			enter(PeerDown)
+			s.Opened = obs.Now
+		} else {
+			enter(PeerSuspect)
+		}
+	case PeerHealing:
+		// Not verified in time: back to down, where the ladder takes the
+		// next rung. A rung that has not returned yet (DoneAt zero: a
+		// previous monitor's action still in flight) is not timed.
+		if !s.DoneAt.IsZero() && (obs.Unverified || obs.Now.Sub(s.DoneAt) >= p.VerifyTimeout) {
+			enter(PeerDown)
+		}
+	case PeerDown, PeerDegraded:
+		// Stays: down waits for the ladder; degraded is sticky until healthy.
+	}
+	return s
+}
