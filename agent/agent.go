@@ -184,6 +184,18 @@ func (a *Agent) Reload(ctx context.Context, cfg *configs.Config) error {
 	}
 }
 
+// Unfinished names the components told to stop whose Run has not
+// returned: what holds a stop up.
+func (a *Agent) Unfinished() []string {
+	a.mu.Lock()
+	sup := a.sup
+	a.mu.Unlock()
+	if sup == nil {
+		return nil
+	}
+	return sup.Unfinished()
+}
+
 // LivenessLimit is how long /livez lets the agent go without progress
 // before it fails: three sweeps, and never less than 30 s (the watchdog,
 // WatchdogSec=30s, is the sharper tool).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,8 +51,9 @@ type Supervisor struct {
 	emit core.Emit
 	now  func() time.Time
 
-	mu   sync.Mutex
-	runs []*supervised
+	mu       sync.Mutex
+	runs     []*supervised
+	stopping []*supervised // being stopped, until their Run returned
 }
 
 // supervised is one component under the supervisor.
@@ -108,6 +110,7 @@ func (s *Supervisor) Stop(drop func(core.Component) bool) {
 		}
 	}
 	s.runs = kept
+	s.stopping = append(s.stopping, stopping...)
 	s.mu.Unlock()
 	for _, r := range stopping {
 		r.cancel()
@@ -115,6 +118,25 @@ func (s *Supervisor) Stop(drop func(core.Component) bool) {
 	for _, r := range stopping {
 		<-r.done
 	}
+	s.mu.Lock()
+	s.stopping = slices.DeleteFunc(s.stopping, func(r *supervised) bool { return slices.Contains(stopping, r) })
+	s.mu.Unlock()
+}
+
+// Unfinished names the components that were told to stop and whose Run
+// has not returned yet: what holds a stop up.
+func (s *Supervisor) Unfinished() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.stopping {
+		select {
+		case <-r.done:
+		default:
+			out = append(out, r.c.Name())
+		}
+	}
+	return out
 }
 
 // Wait stops every component and waits for them.

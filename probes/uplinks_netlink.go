@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -45,8 +46,19 @@ func NewNetlinkAt(ns netns.NsHandle) (*Netlink, error) {
 		own.Close()
 		return nil, fmt.Errorf("opening netlink in namespace %s: %w", own, err)
 	}
+	// rtnetlink answers within microseconds; a socket that stops answering
+	// must not hold the offload guard forever.
+	if err := h.SetSocketTimeout(netlinkTimeout); err != nil {
+		h.Close()
+		own.Close()
+		return nil, fmt.Errorf("setting the netlink socket timeout: %w", err)
+	}
 	return &Netlink{h: h, ns: own}, nil
 }
+
+// netlinkTimeout bounds every request and its answer on the handle's
+// sockets (SO_RCVTIMEO, SO_SNDTIMEO).
+const netlinkTimeout = 2 * time.Second
 
 // Close releases the netlink sockets and the namespace handle. Subscriptions
 // end with their contexts.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"time"
 
@@ -65,3 +66,10 @@ type Clock interface {
 	Now() time.Time
 	Status() (probes.ClockStatus, error)
 }
+
+// ErrNoAnswer matches the error of a call through OS that overran its
+// deadline: the handle behind it (a WireGuard device, the container
+// runtime) gave no answer in time. The error names what did not answer
+// and for how long; the call itself may still be waiting, on a goroutine
+// of its own, and holds up nothing else.
+var ErrNoAnswer = errors.New("gave no answer")

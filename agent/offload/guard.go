@@ -9,7 +9,6 @@ package offload
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -275,15 +274,16 @@ func (g *Guard) handle(ctx context.Context, evs []probes.LinkEvent) {
 		}
 		latest[ev.Link.Name] = ev
 	}
+	g.mu.Lock()
+	dr := g.dr
+	g.mu.Unlock()
+	var jobs []job
 	for _, name := range order {
 		ev := latest[name]
 		if ev.Deleted {
 			g.forget(name)
 			continue
 		}
-		g.mu.Lock()
-		dr := g.dr
-		g.mu.Unlock()
 		t := selectUplink(g.uplinks, ev.Link, dr)
 		if t == nil {
 			continue
@@ -292,8 +292,11 @@ func (g *Guard) handle(ctx context.Context, evs []probes.LinkEvent) {
 		if st, known := g.known(name); !known || st.link.Index != ev.Link.Index {
 			trigger = "link-appeared" // new, or deleted and re-created in this batch
 		}
+		jobs = append(jobs, job{*t, trigger})
+	}
+	if len(jobs) > 0 {
 		g.pass.Lock()
-		g.enforceLink(ctx, *t, trigger)
+		g.enforce(ctx, jobs)
 		g.pass.Unlock()
 	}
 }
@@ -319,25 +322,19 @@ func (g *Guard) fullPass(ctx context.Context, trigger string) ([]netfix.Result, 
 		return nil, fmt.Errorf("selecting uplinks: %w", err)
 	}
 	g.forgetAllBut(targets, dr)
-	var results []netfix.Result
-	var errs []error
+	jobs := make([]job, 0, len(targets))
 	for _, t := range targets {
 		trig := trigger
 		if st, known := g.known(t.Name); (!known || st.link.Index != t.Index) && trigger != "start" {
 			trig = "link-appeared"
 		}
-		res, err := g.enforceLink(ctx, t, trig)
-		if res != nil {
-			results = append(results, *res)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+		jobs = append(jobs, job{t, trig})
 	}
+	results, err := g.enforce(ctx, jobs)
 	g.mu.Lock()
 	g.progress = g.os.Clock.Now()
 	g.mu.Unlock()
-	return results, errors.Join(errs...)
+	return results, err
 }
 
 // forgetAllBut drops the state of links no longer selected and records the

@@ -144,14 +144,43 @@ func featureState(st netfix.FeatureState) string {
 	return s
 }
 
-// enforceLink reconciles one link and records what it found. Called with
-// g.pass held. It returns nil for a link that vanished.
-func (g *Guard) enforceLink(ctx context.Context, t uplinkTarget, trigger string) (*netfix.Result, error) {
-	o, ok := reconcile(ctx, g.os.NIC, g.os.Clock, t, trigger, g.dryRun)
-	if !ok {
-		g.forget(t.Name)
-		return nil, nil
+// job is one link to bring to its configured state, and why.
+type job struct {
+	target  uplinkTarget
+	trigger string
+}
+
+// enforce fixes every link of a batch first and only then records what it
+// found, in the same order: the second link of a re-plugged pair is not
+// left exposed while the first one's events, check and log line are made.
+// It returns the results of the links it acted on and their errors
+// joined; a link that vanished is neither. Called with g.pass held.
+func (g *Guard) enforce(ctx context.Context, jobs []job) ([]netfix.Result, error) {
+	outcomes := make([]linkOutcome, 0, len(jobs))
+	for _, j := range jobs {
+		o, ok := reconcile(ctx, g.os.NIC, g.os.Clock, j.target, j.trigger, g.dryRun)
+		if !ok {
+			g.forget(j.target.Name)
+			continue
+		}
+		outcomes = append(outcomes, o)
 	}
+	var results []netfix.Result
+	var errs []error
+	for _, o := range outcomes {
+		results = append(results, o.res)
+		if err := g.record(o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return results, errors.Join(errs...)
+}
+
+// record keeps what reconciling one link found (its check, what is news
+// about it) and reports it: events, a tunnel nudge, a log line. Called
+// with g.pass held.
+func (g *Guard) record(o linkOutcome) error {
+	t, trigger := o.target, o.trigger
 	g.mu.Lock()
 	st, known := g.state[t.Name]
 	if !known || st.link.Index != t.Index {
@@ -175,7 +204,7 @@ func (g *Guard) enforceLink(ctx context.Context, t uplinkTarget, trigger string)
 	switch {
 	case o.err != nil:
 		log.Error("enforcing offload settings", "trigger", trigger, "error", o.err)
-		return &o.res, fmt.Errorf("uplink %s: %w", t.Name, o.err)
+		return fmt.Errorf("uplink %s: %w", t.Name, o.err)
 	case o.res.Changed && fighting:
 		log.Debug("offload settings restored again (a fight)", "trigger", trigger, "changes", o.res.Changes, "took_seconds", o.took.Seconds())
 	case o.res.Changed:
@@ -183,7 +212,7 @@ func (g *Guard) enforceLink(ctx context.Context, t uplinkTarget, trigger string)
 	case o.res.DryRun:
 		log.Info("dry run: offload settings would change", "trigger", trigger, "changes", o.res.Changes)
 	}
-	return &o.res, nil
+	return nil
 }
 
 // events says what is news in o: a drift not reported yet, an action (or

@@ -38,9 +38,12 @@ type System struct {
 	links lazy[*probes.Netlink]
 	nl    lazy[*netlink.Handle]
 	wg    lazy[wgClient]
-	sd    *lazySystemd
-	pods  *probes.Locator
-	clock *probes.Clock
+	// wgCalls are the WireGuard calls that overran their deadline and
+	// still wait (wireguard.go).
+	wgCalls deviceCalls
+	sd      *lazySystemd
+	pods    *probes.Locator
+	clock   *probes.Clock
 }
 
 // Open returns the backend for the calling thread's network namespace (for

@@ -96,6 +96,7 @@ type rungOutcome struct {
 	err        error
 	start, end time.Time
 	evidence   map[string]any // more for the action's event (rebind: the stuck mapping)
+	event      core.Event     // the action's event
 }
 
 // runLadder decides and acts for every down peer of the tunnel. A rung that
@@ -131,10 +132,7 @@ func (m *Monitor) climb(ctx context.Context, p *peerTrack, shared map[string]run
 			Hold: fmt.Sprintf("%s on %s, started %s by the previous config, has not returned", in.Rung, in.Target, in.Started.UTC().Format(time.RFC3339))}, now)
 		return false
 	}
-	var g ladderGuards
-	if _, ok := ladderNextRung(m.spec.cfg, p.st.Rung); ok {
-		g = m.guards(ctx, p)
-	}
+	g := m.guards(p) // observed before the round decided (observeGuards)
 	st := ladderDecide(m.spec.cfg, p.st.Rung, g, m.budget(), now)
 	if st.HoldKind == holdUplink && g.Path == pathDown && !g.SessionValid {
 		m.watchPathBack(ctx, m.hostTarget(p.sig.endpoint))
@@ -242,13 +240,16 @@ func (m *Monitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o rungO
 			m.book.setLeftDown(true, o.end)
 		}
 		m.book.end(nextPeer(before, obs, m.spec.pol), noop && disruptive, o.end)
-		m.actionEvent(in.Target, st.Rung, why, o.start, o.end, o.res, o.err, o.evidence)
+		o.event = m.actionEventOf(in.Target, st.Rung, why, o.start, o.end, o.res, o.err, o.evidence)
 		out <- o
 	}()
 	select {
 	case o = <-out:
+		m.event(o.event)
 		return o, false
 	case <-ctx.Done():
+		// The round is over; the action reports itself when it returns.
+		go func() { o := <-out; m.emit(o.event) }()
 		return o, true
 	}
 }
@@ -440,6 +441,12 @@ func tunnelResultWord(res netfix.Result, err error) string {
 
 // actionEvent reports one action with its result and duration.
 func (m *Monitor) actionEvent(target, action, why string, start, end time.Time, res netfix.Result, err error, extra map[string]any) {
+	m.event(m.actionEventOf(target, action, why, start, end, res, err, extra))
+}
+
+// actionEventOf is the event of one action, logged. Safe to call from a
+// rung's own goroutine.
+func (m *Monitor) actionEventOf(target, action, why string, start, end time.Time, res netfix.Result, err error, extra map[string]any) core.Event {
 	word := tunnelResultWord(res, err)
 	ev := core.Event{Time: start, Kind: "action", Target: target, Action: action, Result: word,
 		Duration: end.Sub(start).Seconds(), Evidence: map[string]any{"reason": why}}
@@ -472,5 +479,6 @@ func (m *Monitor) actionEvent(target, action, why string, start, end time.Time, 
 		m.log.Info("tunnel action", "action", action, "target", target, "result", word, "changes", res.Changes,
 			"duration_seconds", end.Sub(start).Seconds())
 	}
-	m.event(ev)
+	ev.ID = core.NewEventID()
+	return ev
 }

@@ -39,7 +39,23 @@ type Ledger struct {
 	mu      sync.Mutex
 	tunnels map[string]*tunnelLedger
 	running map[string]chan struct{} // tunnel → closed when its action in flight ends (this process only)
-	saveErr error
+
+	// The file is written by a goroutine of its own (writeLoop), never
+	// by a monitor under mu: a disk that hangs holds up no tunnel's
+	// round. Each save hands it the whole state; the newest wins.
+	w ledgerWriter
+}
+
+// ledgerWriter is the ledger's file writer: the newest state waiting to
+// be written, and what happened to the last write. Guarded by its own mu.
+type ledgerWriter struct {
+	mu      sync.Mutex
+	next    []byte // nil: nothing waits
+	gen     uint64 // of next
+	written uint64 // the newest generation on disk
+	writing bool   // a writeLoop runs
+	err     error  // the last write's failure, nil once one succeeded
+	done    chan struct{}
 }
 
 // tunnelLedger is one tunnel's entry, as written to the file.
@@ -133,9 +149,9 @@ func OpenLedger(dir string, now time.Time, log *slog.Logger) (*Ledger, error) {
 
 // Err is the last failure to write the file, nil once a write succeeded.
 func (l *Ledger) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.saveErr
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	return l.w.err
 }
 
 // entry returns the tunnel's entry, made if missing. Called with l.mu held.
@@ -148,11 +164,12 @@ func (l *Ledger) entry(tunnel string) *tunnelLedger {
 	return t
 }
 
-// save writes the whole ledger. Called with l.mu held: writes are rare
-// (an action, a phase change) and small.
-func (l *Ledger) save(now time.Time) {
+// save hands the whole ledger to the writer and returns at once, with
+// the generation that write will have (0: memory only). Called with l.mu
+// held: saves are rare (an action, a phase change) and small.
+func (l *Ledger) save(now time.Time) uint64 {
 	if l.path == "" {
-		return
+		return 0
 	}
 	for _, t := range l.tunnels {
 		i := 0
@@ -162,16 +179,105 @@ func (l *Ledger) save(now time.Time) {
 		t.Spent = t.Spent[i:]
 	}
 	data, err := json.MarshalIndent(ledgerFile{Version: 1, Tunnels: l.tunnels}, "", " ")
-	if err == nil {
-		err = statedir.WriteFile(l.path, data, 0o640)
+	if err != nil {
+		l.w.failed(l.log, l.path, err)
+		return 0
 	}
-	if err != nil && (l.saveErr == nil || l.saveErr.Error() != err.Error()) {
-		l.log.Error("policy state not saved: bounds hold until the agent restarts", "path", l.path, "error", err)
+	return l.w.submit(l, data)
+}
+
+// submit queues data as the next state to write and starts the writer if
+// it is not running.
+func (w *ledgerWriter) submit(l *Ledger, data []byte) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	w.next = data
+	if w.done == nil {
+		w.done = make(chan struct{})
 	}
-	if err == nil && l.saveErr != nil {
-		l.log.Info("policy state saved again", "path", l.path)
+	if !w.writing {
+		w.writing = true
+		go w.writeLoop(l.log, l.path)
 	}
-	l.saveErr = err
+	return w.gen
+}
+
+// writeLoop writes the newest state until none waits, then ends.
+func (w *ledgerWriter) writeLoop(log *slog.Logger, path string) {
+	for {
+		w.mu.Lock()
+		data, gen := w.next, w.gen
+		if data == nil {
+			w.writing = false
+			w.mu.Unlock()
+			return
+		}
+		w.next = nil
+		w.mu.Unlock()
+		err := statedir.WriteFile(path, data, 0o640)
+		if err != nil {
+			w.failed(log, path, err)
+			w.mu.Lock()
+			close(w.done) // a waiter learns of the failure now
+			w.done = make(chan struct{})
+			w.mu.Unlock()
+			continue
+		}
+		w.mu.Lock()
+		if w.err != nil {
+			log.Info("policy state saved again", "path", path)
+		}
+		w.err = nil
+		w.written = gen
+		close(w.done)
+		w.done = make(chan struct{})
+		w.mu.Unlock()
+	}
+}
+
+func (w *ledgerWriter) failed(log *slog.Logger, path string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil || w.err.Error() != err.Error() {
+		log.Error("policy state not saved: bounds hold until the agent restarts", "path", path, "error", err)
+	}
+	w.err = err
+}
+
+// Flush waits, for at most timeout, until every change so far is on disk
+// or a write failed; it reports whether it is on disk (always, for a
+// ledger in memory). For an orderly stop and for tests.
+func (l *Ledger) Flush(timeout time.Duration) bool {
+	l.w.mu.Lock()
+	gen := l.w.gen
+	l.w.mu.Unlock()
+	return gen == 0 || l.w.wait(gen, timeout)
+}
+
+// wait waits until generation gen is on disk, a write failed, or timeout
+// passed; it reports whether gen is on disk.
+func (w *ledgerWriter) wait(gen uint64, timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		w.mu.Lock()
+		if w.written >= gen {
+			w.mu.Unlock()
+			return true
+		}
+		if w.err != nil && !w.writing {
+			w.mu.Unlock()
+			return false
+		}
+		done := w.done
+		w.mu.Unlock()
+		select {
+		case <-done:
+		case <-t.C:
+			return false
+		}
+	}
 }
 
 // tunnelBook is one tunnel's view of the ledger, what its monitor uses.
@@ -252,8 +358,8 @@ func samePeerRecord(a, b PeerState) bool {
 // flight (one that a monitor of the previous config started).
 func (b tunnelBook) begin(in InFlight, spend bool) bool {
 	b.l.mu.Lock()
-	defer b.l.mu.Unlock()
 	if _, busy := b.l.running[b.tunnel]; busy {
+		b.l.mu.Unlock()
 		return false
 	}
 	t := b.l.entry(b.tunnel)
@@ -265,9 +371,20 @@ func (b tunnelBook) begin(in InFlight, spend bool) bool {
 	t.LastAction = in.Rung
 	t.InFlight = &in
 	b.l.running[b.tunnel] = make(chan struct{})
-	b.l.save(in.Started)
+	gen := b.l.save(in.Started)
+	b.l.mu.Unlock()
+	// The record of an action is on disk before the action starts, so a
+	// crash cannot forget a budget spent. A disk that gives no answer
+	// holds the action up for beginWait at the most: the bound then
+	// holds in memory, as after a failed write (Err says so).
+	if gen > 0 {
+		b.l.w.wait(gen, beginWait)
+	}
 	return true
 }
+
+// beginWait is how long an action waits for its record to reach the disk.
+const beginWait = 2 * time.Second
 
 // end records that the action in flight returned: refund gives its budget
 // back (it changed nothing, so it disrupted nothing), and st is the state

@@ -12,12 +12,25 @@ var ledgerT0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 func openTestLedger(t *testing.T, dir string, now time.Time) *Ledger {
 	t.Helper()
+	// What an earlier ledger of this test wrote is on disk first, as a
+	// process that ended has written it.
+	for _, l := range openedLedgers[t] {
+		if !l.Flush(10 * time.Second) {
+			t.Fatalf("an earlier ledger's state did not reach the disk: %v", l.Err())
+		}
+	}
 	l, err := OpenLedger(dir, now, nil)
 	if err != nil {
 		t.Fatalf("OpenLedger: %v", err)
 	}
+	openedLedgers[t] = append(openedLedgers[t], l)
+	t.Cleanup(func() { l.Flush(10 * time.Second); delete(openedLedgers, t) })
 	return l
 }
+
+// openedLedgers are the ledgers each test opened (tests of this file do
+// not run in parallel).
+var openedLedgers = map[*testing.T][]*Ledger{}
 
 func TestLedgerKeepsTheBudgetAcrossARestart(t *testing.T) {
 	dir := t.TempDir()
@@ -141,6 +154,7 @@ func TestLedgerMovesAnUnreadableFileAsideAndStartsEmpty(t *testing.T) {
 		t.Errorf("moved-aside files: %v, want one", aside)
 	}
 	l.book("wg0").begin(InFlight{Rung: "handshake", Started: ledgerT0}, true)
+	l.Flush(10 * time.Second)
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("a new file was not written: %v", err)
 	}
@@ -159,7 +173,7 @@ func TestLedgerKeepsTheBoundsInMemoryWhenTheFileCannotBeWritten(t *testing.T) {
 	b := l.book("wg0")
 	b.begin(InFlight{Rung: "handshake", Started: ledgerT0}, true)
 	b.end(PeerState{}, false, ledgerT0.Add(time.Second))
-	if l.Err() == nil {
+	if l.Flush(10*time.Second) || l.Err() == nil {
 		t.Error("Err is nil after a write that cannot have succeeded")
 	}
 	if spent, _ := b.budget(); len(spent) != 1 {

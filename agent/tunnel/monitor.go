@@ -82,6 +82,7 @@ type Monitor struct {
 	peers      map[wgtypes.Key]*peerTrack
 	order      []*peerTrack // selected peers in device order, this round
 	readErr    error
+	readMisses int // rounds in a row the device could not be read
 	kaRetryAt  time.Time
 	kaBackoff  time.Duration           // wait after a keepalive fix that did not change anything (failed, dry run)
 	uplinks    map[string]ladderGuards // this round's guards, by host path target
@@ -93,12 +94,15 @@ type Monitor struct {
 	rebound    int                     // the port the last rebind set, while it is still the tunnel's (0: none)
 	watchers   sync.WaitGroup
 	pathBack   chan struct{} // a watched host path answered again (watchPathBack)
+	guardsOf   map[*peerTrack]ladderGuards // this round's observed guards of the peers the ladder may act on
+	pending    []core.Event                // this round's events, reported at its end
 
 	mu        sync.Mutex
 	suspicion string // a workload's confirmed report, drained by the loop
 	nudge     string // an uplink was just fixed: why; drained by the loop
 	views     []peerView
 	viewErr   error
+	blind     bool // the device could not be read for probe.misses rounds: the peers' states are unknown
 	progress  time.Time
 	busy      string          // the action running now, for Health
 	paths     []pathTarget    // the host paths to learn, from the last round
@@ -188,6 +192,9 @@ func (m *Monitor) Health() core.Health {
 	case in != nil:
 		h.Detail = fmt.Sprintf("waiting for %s on %s, started %s by the previous config", in.Rung, in.Target, in.Started.UTC().Format(time.RFC3339))
 	case m.viewErr != nil:
+		// It cannot watch its tunnel: a state of the component, named by
+		// /readyz (a device that gives no answer, an interface gone).
+		h.Degraded = true
 		h.Detail = "reading peers: " + m.viewErr.Error()
 	default:
 		h.Detail = "watching " + m.spec.cfg.Interface

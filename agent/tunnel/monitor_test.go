@@ -627,8 +627,18 @@ func TestTunnelMonitorHoldsStateWhileThePeersCannotBeRead(t *testing.T) {
 		h.at(60 * tsec)
 		h.wantChanges("while the device is unreadable")
 		h.wantEvents("while the device is unreadable")
-		if c := h.peer(0); c.State != "ok" || !strings.Contains(c.Detail, "reading peers: reading wireguard device wg0: wgctrl: device wg0: no such device") {
-			t.Errorf("check %+v, want its last state and the read error", c)
+		// Nothing was done, and nothing green is shown of what cannot be seen.
+		if c := h.peer(0); c.State != "unknown" || c.Healthy || !strings.Contains(c.Detail, "reading peers: reading wireguard device wg0: wgctrl: device wg0: no such device") {
+			t.Errorf("check %+v, want unknown, unhealthy, with the read error", c)
+		}
+		if hl := h.m.Health(); !hl.Degraded || !strings.Contains(hl.Detail, "no such device") {
+			t.Errorf("health %+v, want degraded with the read error (what /readyz names)", hl)
+		}
+		// Readable again: the state machine goes on from where it held.
+		w.set(func(w *tunnelWorld) { w.readErr = nil })
+		h.at(61 * tsec)
+		if c := h.peer(0); c.State == "unknown" || !c.Healthy && c.State == "ok" {
+			t.Errorf("check %+v after the device answers again, want the state machine's own", c)
 		}
 	})
 }

@@ -132,10 +132,42 @@ func (b *pathBook) backAt(target string) time.Time {
 	return b.rec(target).back
 }
 
-// guards observes the uplink's own state and the host path to the peer's
+// observeGuards observes what gates the ladder (the uplink's own state,
+// the host path to each peer's endpoint, the clock) for the peers that
+// may need it in this round: those this round's reading takes or keeps
+// down, and a forced handshake whose early verdict is due
+// (handshakeFailed). The uplink is read once and each host path probed
+// once per round; a healthy round observes nothing here.
+func (m *Monitor) observeGuards(ctx context.Context, peers []peerRound) {
+	clear(m.guardsOf)
+	m.uplinks = nil
+	for _, pr := range peers {
+		next := nextPeer(pr.p.st, pr.obs, m.spec.pol)
+		if next.Phase != PeerDown && !m.handshakeSuspect(pr.p, pr.obs) {
+			continue
+		}
+		if m.guardsOf == nil {
+			m.guardsOf = map[*peerTrack]ladderGuards{}
+		}
+		m.guardsOf[pr.p] = m.observeGuard(ctx, pr.p)
+	}
+}
+
+// guards are the guards observeGuards saw for p in this round. A peer it
+// did not observe has none: the uplink is unknown, which holds every rung
+// (never act on what could not be observed).
+func (m *Monitor) guards(p *peerTrack) ladderGuards {
+	g, ok := m.guardsOf[p]
+	if !ok {
+		return ladderGuards{UplinkCause: "not observed in this round"}
+	}
+	return g
+}
+
+// observeGuard observes the uplink's own state and the host path to p's
 // endpoint (once per round each), what else shows that packets get
 // through, and the clock.
-func (m *Monitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
+func (m *Monitor) observeGuard(ctx context.Context, p *peerTrack) ladderGuards {
 	target := m.hostTarget(p.sig.endpoint)
 	g, ok := m.uplinks[target]
 	if !ok {
@@ -166,7 +198,8 @@ func (m *Monitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 		}
 		m.uplinks[target] = g
 	}
-	g.SessionValid = !p.sig.handshake.IsZero() && m.os.Clock.Now().Sub(p.sig.handshake) < wgRejectAfterTime
+	now := m.os.Clock.Now()
+	g.SessionValid = !p.sig.handshake.IsZero() && now.Sub(p.sig.handshake) < wgRejectAfterTime
 	switch {
 	case m.nudged != "":
 		g.Evidence = "right after " + m.nudged
@@ -174,7 +207,7 @@ func (m *Monitor) guards(ctx context.Context, p *peerTrack) ladderGuards {
 		g.Evidence = fmt.Sprintf("packets from the peer arrive (rx +%d bytes)", p.sig.rxDelta)
 	}
 	g.ClockOK, g.ClockSoft, g.ClockCause = m.clock.Verdict()
-	g.Rebind = m.rebindVerdict(p, g, m.os.Clock.Now())
+	g.Rebind = m.rebindVerdict(p, g, now)
 	return g
 }
 

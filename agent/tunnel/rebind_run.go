@@ -58,24 +58,28 @@ func (m *Monitor) rebindVerdict(p *peerTrack, g ladderGuards, now time.Time) reb
 	})
 }
 
-// handshakeFailed is the early verdict on a forced handshake being
-// verified: when rebind is the next rung and its rule says run, the
-// handshake visibly failed (its initiations left, nothing came back within
-// rebindPending), and waiting out verify_timeout would only keep the
-// tunnel dark longer.
-func (m *Monitor) handshakeFailed(ctx context.Context, p *peerTrack, obs PeerObservation) bool {
+// handshakeSuspect is the cheap half of the early verdict on a forced
+// handshake being verified (handshakeFailed), from what the round read:
+// rebind is the next rung, and the counters point at a stuck mapping (the
+// handshake's initiations left, nothing came back within rebindPending).
+// Only then is the host path worth probing for it.
+func (m *Monitor) handshakeSuspect(p *peerTrack, obs PeerObservation) bool {
 	if p.st.Phase != PeerHealing || !obs.Bad || obs.Err != nil || m.rungName(p.st.Rung) != configs.HealHandshake {
 		return false
 	}
 	if i, ok := ladderNextRung(m.spec.cfg, p.st.Rung); !ok || m.spec.cfg.Heal[i] != configs.HealRebind {
 		return false
 	}
-	// The cheap half of the rule first: the host path is probed only when
-	// the counters already point at a stuck mapping.
-	if p.forcedAt.IsZero() || obs.Now.Sub(p.forcedAt) < rebindPending || p.forcedTx <= 0 || p.forcedRx > 0 || p.sig.handshake.After(p.forcedAt) {
-		return false
-	}
-	return m.guards(ctx, p).Rebind.Run
+	return !p.forcedAt.IsZero() && obs.Now.Sub(p.forcedAt) >= rebindPending && p.forcedTx > 0 && p.forcedRx == 0 && !p.sig.handshake.After(p.forcedAt)
+}
+
+// handshakeFailed is the early verdict on a forced handshake being
+// verified: when rebind is the next rung and its rule says run, the
+// handshake visibly failed (its initiations left, nothing came back within
+// rebindPending), and waiting out verify_timeout would only keep the
+// tunnel dark longer. It reads the round's observed guards.
+func (m *Monitor) handshakeFailed(p *peerTrack, obs PeerObservation) bool {
+	return m.handshakeSuspect(p, obs) && m.guards(p).Rebind.Run
 }
 
 // rebind is the rung: a port after the current one from rebind_ports, then

@@ -9,32 +9,83 @@ import (
 	"github.com/edgeheal/edgeheal/probes"
 )
 
-// One round of a tunnel: every peer's observation through the state
-// machine, the events its transitions are, and the actions that follow.
+// One round of a tunnel, in four steps: observe (the reading, then what
+// gates the ladder for the peers that are dark), decide (every peer's next
+// state, each rung, pure functions of what was observed), act (through
+// netfix), report (the events the round's changes are, at its end).
 
-// update runs every selected peer of the tunnel through the state machine
-// on one reading, and acts.
+// peerRound is one peer's part of a round: its track and what this
+// round's reading says of it.
+type peerRound struct {
+	p   *peerTrack
+	obs PeerObservation
+}
+
+// update runs one round on a reading.
 func (m *Monitor) update(ctx context.Context, r *tunnelReading, suspicion, nudge string, now time.Time) {
 	m.round++
+	defer m.flushEvents()
 	if r.err != nil {
 		// No observation: every peer keeps its state.
 		if m.readErr == nil {
 			m.log.Warn("cannot read tunnel peers", "err", r.err)
 		}
 		m.readErr = r.err
+		m.readMisses++
 		return
 	}
 	if m.readErr != nil {
 		m.log.Info("tunnel peers readable again")
 		m.readErr = nil
 	}
-	m.bringUp(ctx)
+	m.readMisses = 0
 	m.listenPort = r.listenPort
 	m.watchPort(r.listenPort, now)
+
+	// Observe: what the reading says of each selected peer, then the
+	// uplink, the host paths and the clock for the peers the ladder may
+	// act on in this round (none in a healthy round).
+	peers, drift := m.readPeers(r, suspicion, nudge, now)
+	m.observeGuards(ctx, peers)
+
+	// Decide every peer's next state.
+	var down, degraded []*peerTrack
+	for _, pr := range peers {
+		if m.handshakeFailed(pr.p, pr.obs) {
+			pr.obs.Unverified = true
+		}
+		m.apply(pr.p, pr.obs)
+		switch pr.p.st.Phase {
+		case PeerDown:
+			down = append(down, pr.p)
+		case PeerDegraded:
+			degraded = append(degraded, pr.p)
+		}
+	}
+	m.forgetRemoved(len(r.peers), now)
+	m.setPathTargets(m.order)
+
+	// Act: a link a bounce left down first, the keepalive, the ladder.
+	m.bringUp(ctx)
+	if drift {
+		m.enforceKeepalive(ctx)
+	} else {
+		m.kaRetryAt, m.kaBackoff = time.Time{}, 0
+	}
+	if len(down) > 0 {
+		m.runLadder(ctx, down)
+	}
+	m.alertDegraded(degraded, now)
+}
+
+// readPeers turns the reading into each selected peer's observation (in
+// device order, m.order) and says whether a keepalive drifted. Pure but
+// for the peers' detection memory, which it updates.
+func (m *Monitor) readPeers(r *tunnelReading, suspicion, nudge string, now time.Time) ([]peerRound, bool) {
 	probeKey, haveProbeKey := m.spec.probePeer(r.peers)
 	drift := false
-	var down, degraded []*peerTrack
 	m.order = m.order[:0]
+	out := make([]peerRound, 0, len(r.peers))
 	for i := range r.peers {
 		ps := &r.peers[i]
 		p := m.track(ps)
@@ -46,32 +97,13 @@ func (m *Monitor) update(ctx context.Context, r *tunnelReading, suspicion, nudge
 		p.probe = probeText(in.probe)
 		obs, rebaselined := m.spec.observePeer(p.st, &p.sig, ps, in, now)
 		p.trackForced()
-		if m.handshakeFailed(ctx, p, obs) {
-			obs.Unverified = true
-		}
 		if rebaselined && p.st.Phase != "" && p.st.Phase != PeerOK {
 			m.log.Debug("peer re-added: counters re-baselined", "peer", p.id)
 		}
 		drift = drift || m.spec.keepaliveNote(ps) != ""
-		m.apply(p, obs)
-		switch p.st.Phase {
-		case PeerDown:
-			down = append(down, p)
-		case PeerDegraded:
-			degraded = append(degraded, p)
-		}
+		out = append(out, peerRound{p: p, obs: obs})
 	}
-	m.forgetRemoved(len(r.peers), now)
-	m.setPathTargets(m.order)
-	if drift {
-		m.enforceKeepalive(ctx)
-	} else {
-		m.kaRetryAt, m.kaBackoff = time.Time{}, 0
-	}
-	if len(down) > 0 {
-		m.runLadder(ctx, down)
-	}
-	m.alertDegraded(degraded, now)
+	return out, drift
 }
 
 // track returns the monitor's state for a peer, new if it is new.
@@ -210,9 +242,20 @@ func (p *peerTrack) evidence(now time.Time) map[string]any {
 	return ev
 }
 
+// event queues ev for the end of the round (flushEvents). Called from
+// Run's goroutine only.
 func (m *Monitor) event(ev core.Event) {
 	if ev.ID == "" {
 		ev.ID = core.NewEventID()
 	}
-	m.emit(ev)
+	m.pending = append(m.pending, ev)
+}
+
+// flushEvents reports the round's events, in the order they happened.
+func (m *Monitor) flushEvents() {
+	for i, ev := range m.pending {
+		m.emit(ev)
+		m.pending[i] = core.Event{}
+	}
+	m.pending = m.pending[:0]
 }

@@ -50,6 +50,7 @@ func (m *Monitor) publish(now time.Time) {
 		})
 	}
 	m.views, m.viewErr, m.progress = v, m.readErr, now
+	m.blind = m.readMisses >= m.spec.pol.Misses
 }
 
 // Checks returns one check (kind "peer") per selected peer as of the last
@@ -80,6 +81,12 @@ func (m *Monitor) Checks() []wire.Check {
 		}
 		if m.viewErr != nil {
 			c.Detail = joinDetail(c.Detail, "reading peers: "+m.viewErr.Error())
+		}
+		if m.blind {
+			// What it was is not what it is: a device that gives no
+			// answer hides the tunnel. No repair runs on it (an
+			// observation that could not be made never triggers one).
+			c.State, c.Healthy = "unknown", false
 		}
 		c.Peer = &wire.PeerInfo{
 			Interface: m.spec.cfg.Interface, PublicKey: v.key.String(), LastHandshake: v.handshake,

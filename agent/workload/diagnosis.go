@@ -106,6 +106,7 @@ type status struct {
 	NamespaceID  string    // the namespace the streaks were counted in
 	SuspectSent  bool      // a suspicion was reported during this down period
 	LastObserved time.Time
+	Blind        int // rounds in a row whose probes could not be made
 }
 
 // nextWorkload is the workload state machine. A round whose probe could not
@@ -118,9 +119,16 @@ func next(s status, d Diagnosis, detail, nsID string, misses int, now time.Time)
 		misses = 1
 	}
 	if d == DiagUnknown {
+		// Nothing was observed: no streak moves. After misses such rounds
+		// the workload's state is unknown, not what it was last seen as.
 		s.Detail = detail
+		s.Blind++
+		if s.Blind >= misses && s.State != stateUnknown {
+			s.State, s.Since, s.Diagnosis = stateUnknown, now, ""
+		}
 		return s, false
 	}
+	s.Blind = 0
 	if nsID != "" && nsID != s.NamespaceID {
 		s.Bad, s.Overlay, s.NamespaceID = 0, 0, nsID
 	}

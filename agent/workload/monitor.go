@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,6 +184,18 @@ func (m *Monitor) Health() core.Health {
 		h.Deadline = max(h.Deadline, 3*(r.every+2*timeout))
 	}
 	h.Detail = fmt.Sprintf("probing %d workloads", len(m.wls))
+	// A workload that could not be observed (the container runtime or a
+	// probe gave no answer) is a state of the component, named by /readyz.
+	var blind []string
+	for _, r := range m.wls {
+		if r.st.State == stateUnknown && r.st.Detail != "" {
+			blind = append(blind, r.cfg.Name+": "+r.st.Detail)
+		}
+	}
+	if len(blind) > 0 {
+		h.Degraded = true
+		h.Detail += "; not observed: " + strings.Join(blind, "; ")
+	}
 	return h
 }
 
@@ -192,15 +205,35 @@ func (m *Monitor) Health() core.Health {
 func (m *Monitor) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, r := range m.wls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.loop(ctx, r)
-		}()
+		wg.Go(func() { m.supervise(ctx, r) })
 	}
 	<-ctx.Done() // also with no workloads: a component runs until stopped
 	wg.Wait()
 	return nil
+}
+
+// supervise runs one workload's loop until ctx ends. A panic in it (a bug
+// in one workload's round) is recovered, reported with its stack, and the
+// loop runs again after a second; the other workloads never notice.
+func (m *Monitor) supervise(ctx context.Context, r *run) {
+	for ctx.Err() == nil {
+		err := core.Recovered(func() error { m.loop(ctx, r); return nil })
+		var pe *core.PanicError
+		if !errors.As(err, &pe) {
+			return
+		}
+		m.log.Error("a workload's round panicked; running it again", "workload", r.cfg.Name, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		m.emit(core.Event{ID: core.NewEventID(), Time: m.os.Clock.Now(), Kind: wire.EventComponent, Target: m.Name() + "/" + r.cfg.Name, Result: "panic",
+			Summary:  fmt.Sprintf("workload %s: its round panicked: %v; running it again in 1s", r.cfg.Name, pe.Value),
+			Evidence: map[string]any{"error": err.Error(), "stack": string(pe.Stack)}})
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (m *Monitor) loop(ctx context.Context, r *run) {

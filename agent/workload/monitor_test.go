@@ -30,6 +30,7 @@ type fakeWorkloadProber struct {
 	locateErr error
 	pod, host probes.Class
 	calls     []string
+	panics    int // the next this many pod probes panic (a bug in a round)
 }
 
 func (f *fakeWorkloadProber) set(fn func(f *fakeWorkloadProber)) {
@@ -49,6 +50,11 @@ func (f *fakeWorkloadProber) MQTT(_ context.Context, ns probes.Netns, cfg probes
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("mqtt %s from %s", cfg.Broker, ns))
+	if f.panics > 0 && ns.Path != "" {
+		f.panics--
+		var answers []probes.Class
+		_ = answers[1] // index out of range, as a real bug would
+	}
 	c := f.pod
 	if ns.Path == "" {
 		c = f.host
@@ -362,6 +368,40 @@ func TestWorkloadMonitorGivesUpOnARuntimeThatDoesNotAnswer(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A panic in one workload's round is reported with its stack, the round
+// runs again a second later, and the workload is probed as before.
+func TestAPanicInAWorkloadsRoundIsRecoveredAndReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fakeWorkloadProber{target: probes.Target{Netns: probes.Netns{Path: "/x"}, Path: "/x", Source: probes.SourceNetns, ID: "1"},
+			pod: probes.ClassOK, host: probes.ClassOK, panics: 1}
+		evs := &eventLog{}
+		m := New(Config{Workloads: []configs.Workload{testWorkload()}, OS: p.os(), Emit: evs.Emit})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		var panicked *core.Event
+		evs.mu.Lock()
+		for i, e := range evs.evs {
+			if e.Kind == wire.EventComponent && e.Result == "panic" {
+				panicked = &evs.evs[i]
+			}
+		}
+		evs.mu.Unlock()
+		if panicked == nil || panicked.Target != "workloads/telemetry" || !strings.Contains(panicked.Evidence["stack"].(string), "fakeWorkloadProber).MQTT") {
+			t.Errorf("panic event %+v, want one for workloads/telemetry with the stack of the probe", panicked)
+		}
+		if c := m.Checks(); len(c) != 1 || c[0].State != stateOK {
+			t.Errorf("after the panic: %+v, want the workload probed again and ok", c)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
 		}
 	})
 }

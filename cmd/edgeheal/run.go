@@ -19,6 +19,10 @@ import (
 	"github.com/edgeheal/edgeheal/configs"
 )
 
+// stopWithin bounds a stop (SIGTERM, SIGINT): systemd's TimeoutStopSec
+// is longer, but a stop that takes longer than this has a part that hangs.
+const stopWithin = 8 * time.Second
+
 func cmdRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "run [--config FILE] [--state-dir DIR] [--log-format text|json] [--log-level LEVEL]",
 		"Run the agent until SIGTERM or SIGINT. SIGHUP reloads the configuration: an invalid\n"+
@@ -67,18 +71,42 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err := rep.notifier.Ready(); err != nil {
 		log.Warn("could not notify systemd", "error", err)
 	}
+	finish := func(err error) error {
+		_ = rep.notifier.Stopping()
+		stop()
+		bg.Wait()
+		ledger.Flush(time.Second)
+		closed := make(chan struct{})
+		go func() { rep.close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(2 * time.Second): // a disk that gives no answer; what the outbox holds is on disk already
+			log.Error("stopping: the outbox did not close within 2s; exiting")
+		}
+		if err != nil {
+			return fail(exitCantRun, err)
+		}
+		log.Info("stopped")
+		return nil
+	}
 	for {
 		select {
 		case err := <-done:
+			return finish(err)
+		case <-ctx.Done():
+			// Stopping: every component ends its Run within a second or
+			// two (each call that can hang has a deadline). Should one not,
+			// the process still ends: a healer that cannot be stopped is
+			// one systemd kills, and then nothing is flushed at all.
 			_ = rep.notifier.Stopping()
-			stop()
-			bg.Wait()
-			rep.close()
-			if err != nil {
-				return fail(exitCantRun, err)
+			select {
+			case err := <-done:
+				return finish(err)
+			case <-time.After(stopWithin):
+				log.Error("stopping: parts that did not end within "+stopWithin.String()+"; exiting without them", "components", a.Unfinished())
+				ledger.Flush(500 * time.Millisecond)
+				return nil
 			}
-			log.Info("stopped")
-			return nil
 		case <-hup:
 			_ = rep.notifier.Reloading()
 			ok := reload(ctx, log, a, *path, *stateDir)
