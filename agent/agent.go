@@ -19,7 +19,7 @@ import (
 type Options struct {
 	OS   core.OS
 	Log  *slog.Logger // nil: nothing is logged
-	Emit core.Emit    // events (the Recorder's Emit); nil: dropped
+	Emit core.Emit    // events (the recorder's Emit, which never blocks); nil: dropped
 	// Reporting are the components that live as long as the process and
 	// do not follow the config's uplinks, tunnels and workloads: the
 	// outbox, the MQTT publisher, the HTTP API. A reload keeps them.
@@ -47,9 +47,9 @@ type Agent struct {
 
 	mu       sync.Mutex
 	cfg      *configs.Config
-	sup      *Supervisor
+	sup      *supervisor
 	parts    *parts
-	status   []ComponentStatus // as of the last sweep
+	status   []componentStatus // as of the last sweep
 	progress time.Time         // the last sweep at which every running component was fresh
 	swept    bool
 }
@@ -93,7 +93,7 @@ func (a *Agent) Config() *configs.Config {
 // component that cannot start does not stop the others: the supervisor
 // reports it and runs it again.
 func (a *Agent) Run(ctx context.Context) error {
-	sup := NewSupervisor(a.log.With("component", "supervisor"), a.opts.Emit, a.opts.OS.Clock.Now)
+	sup := newSupervisor(a.log.With("component", "supervisor"), a.opts.Emit, a.opts.OS.Clock.Now)
 	// The config's components first: the offload guard is what keeps the
 	// node's tunnel alive, so it starts before anything else.
 	p := buildParts(a.Config(), a.opts)
@@ -232,7 +232,7 @@ func (a *Agent) Ready() (bool, string) {
 	return true, ""
 }
 
-// WorkloadReady answers /readyz/workload/<name> (see WorkloadMonitor.Ready).
+// WorkloadReady answers /readyz/workload/<name> (see workload.Monitor.Ready).
 func (a *Agent) WorkloadReady(name string) (bool, string, bool) {
 	a.mu.Lock()
 	p := a.parts
@@ -273,7 +273,7 @@ func (a *Agent) Checks() []wire.Check {
 // config watches, by ctx's deadline: the recorder's Collect.
 func (a *Agent) Evidence(ctx context.Context) map[string]any {
 	cfg := a.Config()
-	src := EvidenceSources{WG: a.opts.OS.WireGuard, Net: a.opts.OS.Links, SNMPPath: a.opts.OS.SNMPPath,
+	src := evidenceSources{WG: a.opts.OS.WireGuard, Net: a.opts.OS.Links, SNMPPath: a.opts.OS.SNMPPath,
 		Checks: a.Checks, Now: a.opts.OS.Clock.Now}
 	for _, t := range cfg.Tunnels {
 		src.Tunnels = append(src.Tunnels, t.Interface)

@@ -70,7 +70,7 @@ func buildParts(cfg *configs.Config, o Options) *parts {
 }
 
 // start runs every part under sup.
-func (p *parts) start(ctx context.Context, sup *Supervisor) {
+func (p *parts) start(ctx context.Context, sup *supervisor) {
 	for _, c := range p.all {
 		sup.Start(ctx, c)
 	}

@@ -1,18 +1,22 @@
-// Package agent is edgeheal's supervisor and its components: the offload
-// guard, one monitor per tunnel, the workload monitor and the clock guard,
-// each a Component run under the Supervisor, which reports, backs off and
-// restarts one that fails or panics while the others keep going. Around
-// them: the per-target state machines, diagnosis, the remediation ladder
-// with its cooldowns and budgets, events and the Recorder.
+// Package agent is edgeheal's supervisor and the wiring of its parts. The
+// parts live in packages of their own over a small core (agent/core: the
+// component contract, health, events, the OS seam):
 //
-// agent decides; it never opens the OS itself. Every OS handle comes
-// through the small interfaces of OS (os.go), which agent/system
-// implements for Linux and tests fake; observations are made with probes
-// and changes with netfix over those handles. agent must never act on an
-// observation it could not make: a probe that errored leaves the state
-// unchanged. Policy reads time from OS.Clock.
+//	agent/offload   the offload guard: TX checksum offload off on the uplinks
+//	agent/tunnel    one monitor per WireGuard tunnel and its repair ladder
+//	agent/workload  the workloads' brokers, probed from the pods' namespaces
+//	agent/clock     the clock guard the tunnels' ladders read
+//	agent/recorder  where events go: a queue that never blocks, drained to
+//	                the evidence store, the metrics, the log and the outbox
 //
-// The reporting parts live in packages of their own (outbox, mqtt,
-// httpapi, metrics, evidence) and are Components too; cmd/edgeheal wires
-// them in with Agent.Report.
+// Each runs as a core.Component under the supervisor, which reports, backs
+// off and restarts one that fails or panics while the others keep going.
+// The wiring is the few lines by which they reach each other (an offload
+// fix nudges the tunnels, a workload suspects its tunnel, reassert runs
+// the offload guard): the components never import each other.
+//
+// agent never opens the OS itself: every handle comes through core.OS,
+// which agent/system implements for Linux and agent/core/coretest fakes.
+// The reporting parts (outbox, mqtt, httpapi, metrics, evidence) are
+// components too; cmd/edgeheal wires them in with Agent.Report.
 package agent

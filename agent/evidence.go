@@ -10,9 +10,9 @@ import (
 	"github.com/edgeheal/edgeheal/wire"
 )
 
-// EvidenceSources are where an incident's evidence bundle is read from.
+// evidenceSources are where an incident's evidence bundle is read from.
 // A nil field leaves its section out. Collecting only reads.
-type EvidenceSources struct {
+type evidenceSources struct {
 	WG      probes.WireGuardReader // WireGuard peers of Tunnels
 	Tunnels []string
 	Net     interface {
@@ -41,7 +41,7 @@ type evidencePeer struct {
 // read holds {"error": "..."}, and one that gave no answer in time holds
 // {"error": "gave no answer within ..."} while its read goes on alone.
 // Evidence is best effort and never holds an event up.
-func (s EvidenceSources) Collect(ctx context.Context) map[string]any {
+func (s evidenceSources) Collect(ctx context.Context) map[string]any {
 	var mu sync.Mutex
 	out := map[string]any{}
 	pending := map[string]bool{}
@@ -100,7 +100,7 @@ func (s EvidenceSources) Collect(ctx context.Context) map[string]any {
 }
 
 // peers is the wireguard_peers section: each tunnel's peers, or why not.
-func (s EvidenceSources) peers() any {
+func (s evidenceSources) peers() any {
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now

@@ -167,7 +167,7 @@ node: {name: faults}
 interval: 100ms
 uplinks: [{name: up0}]
 workloads:
-  - {name: plc, pid: 1, interval: 100ms, misses: 2, mqtt: {broker: "tcp://127.0.0.1:1", timeout: 50ms}}
+  - {name: plc, netns: /proc/self/ns/net, interval: 100ms, misses: 2, mqtt: {broker: "tcp://127.0.0.1:1", timeout: 50ms}}
 `))
 	if err != nil {
 		t.Fatal(err)

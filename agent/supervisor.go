@@ -44,9 +44,9 @@ const (
 	restartStable = time.Minute // a run this long resets the backoff
 )
 
-// Supervisor runs components. Its zero value is not usable: use
-// NewSupervisor.
-type Supervisor struct {
+// supervisor runs components. Its zero value is not usable: use
+// newSupervisor.
+type supervisor struct {
 	log  *slog.Logger
 	emit core.Emit
 	now  func() time.Time
@@ -72,20 +72,20 @@ type supervised struct {
 	reported string // the failure last reported as an event
 }
 
-// NewSupervisor returns a supervisor that logs to log and reports failures
+// newSupervisor returns a supervisor that logs to log and reports failures
 // as events through emit (nil: not reported).
-func NewSupervisor(log *slog.Logger, emit core.Emit, now func() time.Time) *Supervisor {
+func newSupervisor(log *slog.Logger, emit core.Emit, now func() time.Time) *supervisor {
 	if emit == nil {
 		emit = func(core.Event) {}
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Supervisor{log: log, emit: emit, now: now}
+	return &supervisor{log: log, emit: emit, now: now}
 }
 
 // Start runs c until ctx ends or Stop stops it.
-func (s *Supervisor) Start(ctx context.Context, c core.Component) {
+func (s *supervisor) Start(ctx context.Context, c core.Component) {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &supervised{c: c, cancel: cancel, done: make(chan struct{}), running: true, started: s.now()}
 	s.mu.Lock()
@@ -99,7 +99,7 @@ func (s *Supervisor) Start(ctx context.Context, c core.Component) {
 
 // Stop stops the components for which drop is true and waits for them;
 // the others keep running.
-func (s *Supervisor) Stop(drop func(core.Component) bool) {
+func (s *supervisor) Stop(drop func(core.Component) bool) {
 	s.mu.Lock()
 	var stopping, kept []*supervised
 	for _, r := range s.runs {
@@ -125,7 +125,7 @@ func (s *Supervisor) Stop(drop func(core.Component) bool) {
 
 // Unfinished names the components that were told to stop and whose Run
 // has not returned yet: what holds a stop up.
-func (s *Supervisor) Unfinished() []string {
+func (s *supervisor) Unfinished() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
@@ -140,10 +140,10 @@ func (s *Supervisor) Unfinished() []string {
 }
 
 // Wait stops every component and waits for them.
-func (s *Supervisor) Wait() { s.Stop(func(core.Component) bool { return true }) }
+func (s *supervisor) Wait() { s.Stop(func(core.Component) bool { return true }) }
 
 // Components lists what runs now, in start order.
-func (s *Supervisor) Components() []core.Component {
+func (s *supervisor) Components() []core.Component {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]core.Component, len(s.runs))
@@ -153,7 +153,7 @@ func (s *Supervisor) Components() []core.Component {
 	return out
 }
 
-func (s *Supervisor) loop(ctx context.Context, r *supervised) {
+func (s *supervisor) loop(ctx context.Context, r *supervised) {
 	backoff := restartMin
 	for first := true; ; first = false {
 		if !first {
@@ -192,7 +192,7 @@ func runRecovered(ctx context.Context, c core.Component) error {
 // failed records and reports a failure: a panic every time (with its stack
 // in the evidence), an error when it is new (not the one reported last),
 // so a part that cannot start is one event, not one a minute.
-func (s *Supervisor) failed(r *supervised, err error, wait time.Duration) {
+func (s *supervisor) failed(r *supervised, err error, wait time.Duration) {
 	now := s.now()
 	s.mu.Lock()
 	r.running, r.failure, r.failedAt, r.retryAt = false, err.Error(), now, now.Add(wait)
@@ -220,8 +220,8 @@ func (s *Supervisor) failed(r *supervised, err error, wait time.Duration) {
 	}
 }
 
-// ComponentStatus is what the supervisor knows of one component.
-type ComponentStatus struct {
+// componentStatus is what the supervisor knows of one component.
+type componentStatus struct {
 	Name   string
 	State  string // ComponentOK, ...
 	Detail string
@@ -232,22 +232,22 @@ type ComponentStatus struct {
 }
 
 // Status reports every component, in start order, as of now.
-func (s *Supervisor) Status(now time.Time) []ComponentStatus {
+func (s *supervisor) Status(now time.Time) []componentStatus {
 	s.mu.Lock()
 	runs := append([]*supervised(nil), s.runs...)
 	s.mu.Unlock()
-	out := make([]ComponentStatus, 0, len(runs))
+	out := make([]componentStatus, 0, len(runs))
 	for _, r := range runs {
 		out = append(out, s.status(r, now))
 	}
 	return out
 }
 
-func (s *Supervisor) status(r *supervised, now time.Time) ComponentStatus {
+func (s *supervisor) status(r *supervised, now time.Time) componentStatus {
 	s.mu.Lock()
 	running, started, failure, retryAt, failedAt := r.running, r.started, r.failure, r.retryAt, r.failedAt
 	s.mu.Unlock()
-	st := ComponentStatus{Name: r.c.Name()}
+	st := componentStatus{Name: r.c.Name()}
 	if !running {
 		st.State, st.Since = ComponentFailed, failedAt
 		st.Detail = fmt.Sprintf("%s; running it again in %s", failure, max(retryAt.Sub(now), 0).Round(time.Second))
@@ -275,7 +275,7 @@ func (s *Supervisor) status(r *supervised, now time.Time) ComponentStatus {
 
 // Check is the component's check: healthy when it runs, is not degraded
 // and makes progress.
-func (c ComponentStatus) Check() wire.Check {
+func (c componentStatus) Check() wire.Check {
 	return wire.Check{Kind: wire.KindComponent, Target: c.Name, State: c.State, Detail: c.Detail, Since: c.Since,
 		Healthy: c.State == ComponentOK || c.State == ComponentStarting}
 }

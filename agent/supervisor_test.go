@@ -70,19 +70,19 @@ func (c *fakeComponent) Run(ctx context.Context) error {
 	}
 }
 
-func statusOf(st []ComponentStatus, name string) ComponentStatus {
+func statusOf(st []componentStatus, name string) componentStatus {
 	for _, s := range st {
 		if s.Name == name {
 			return s
 		}
 	}
-	return ComponentStatus{}
+	return componentStatus{}
 }
 
 func TestSupervisorRetriesAFailingComponentWithBackoffAndReportsItOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ev := &coretest.Events{}
-		s := NewSupervisor(slog.New(slog.DiscardHandler), ev.Emit, nil)
+		s := newSupervisor(slog.New(slog.DiscardHandler), ev.Emit, nil)
 		bad := &fakeComponent{name: "mqtt", fail: errors.New("reading the broker CA: open /etc/edgeheal/ca.pem: no such file or directory")}
 		good := &fakeComponent{name: "offload"}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -125,7 +125,7 @@ func TestSupervisorRetriesAFailingComponentWithBackoffAndReportsItOnce(t *testin
 func TestSupervisorRecoversAPanicAndReportsItsStack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ev := &coretest.Events{}
-		s := NewSupervisor(slog.New(slog.DiscardHandler), ev.Emit, nil)
+		s := newSupervisor(slog.New(slog.DiscardHandler), ev.Emit, nil)
 		c := &fakeComponent{name: "tunnel/wg0", panic: "index out of range [3] with length 3"}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer func() { cancel(); s.Wait() }()
@@ -150,7 +150,7 @@ func TestSupervisorRecoversAPanicAndReportsItsStack(t *testing.T) {
 
 func TestSupervisorCallsAComponentThatStopsMakingProgressStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewSupervisor(slog.New(slog.DiscardHandler), nil, nil)
+		s := newSupervisor(slog.New(slog.DiscardHandler), nil, nil)
 		c := &fakeComponent{name: "workloads"}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer func() { cancel(); s.Wait() }()

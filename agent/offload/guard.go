@@ -26,11 +26,11 @@ import (
 // actionOffloadOff is the action of the guard's fixes (wire.EventAction).
 const actionOffloadOff = netfix.ActionOffloadOff
 
-// DefaultOffloadFloor is the drift-check period used when none is given.
+// defaultFloor is the drift-check period used when none is given.
 // Link and route events are the fast path; the floor catches what sends no
 // event (a driver reset that keeps the link, another tool's ethtool -K)
 // and missed events.
-const DefaultFloor = 30 * time.Second
+const defaultFloor = 30 * time.Second
 
 // OffloadFloor is the floor the agent gives the guard: netlink events do
 // the fast work, so the floor need not be faster than 10 s, nor than the
@@ -51,7 +51,7 @@ type Config struct {
 	// OnChanged, if set, is called (from the enforcing goroutine: it must
 	// not block) after a link's features were changed for real, with the
 	// link's name: the agent tells the tunnels, whose tunnels were dark
-	// because of it (TunnelMonitor.Nudge).
+	// because of it (the tunnels' Nudge).
 	OnChanged func(link string)
 }
 
@@ -107,7 +107,7 @@ func New(cfg Config) *Guard {
 		state:     map[string]*uplinkState{},
 	}
 	if g.floor <= 0 {
-		g.floor = DefaultFloor
+		g.floor = defaultFloor
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)

@@ -222,7 +222,7 @@ func (st *uplinkState) events(o linkOutcome) []core.Event {
 	name := o.target.Name
 	if o.res.Changed && !o.res.DryRun {
 		// A fix: the first of a run is news; the next ones within a minute
-		// are a fight, reported as one (offload_fight.go).
+		// are a fight, reported as one (fight.go).
 		if news, fev := st.fight.fix(name, o.start); !news {
 			if fev != nil {
 				fev.ID = core.NewEventID()

@@ -32,7 +32,7 @@ const (
 // ErrTunnelResolve marks a reresolve that could not resolve endpoint_host:
 // no address was observed, so the rung is skipped (no budget, no wait)
 // rather than counted as a failed repair.
-var ErrTunnelResolve = errors.New("endpoint_host did not resolve")
+var errTunnelResolve = errors.New("endpoint_host did not resolve")
 
 // longestAction is the longest a rung of this tunnel may hold its monitor.
 // Called with m.mu held or from Run's goroutine; it reads only the config.
@@ -138,7 +138,7 @@ func (m *Monitor) climb(ctx context.Context, p *peerTrack, shared map[string]run
 		m.watchPathBack(ctx, m.hostTarget(p.sig.endpoint))
 	}
 	if st.GiveUp != "" {
-		m.apply(p, PeerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
+		m.apply(p, peerObservation{Now: now, GaveUp: true, Reason: st.GiveUp})
 		return false
 	}
 	if st.HoldKind != "" {
@@ -150,8 +150,8 @@ func (m *Monitor) climb(ctx context.Context, p *peerTrack, shared map[string]run
 		// Not called for by the evidence: passed over like a rung that
 		// changed nothing, and said so.
 		m.actionEvent(p.id, st.Rung, p.id+": "+p.st.Reason, now, now, netfix.Result{Action: st.Rung, Target: p.id},
-			fmt.Errorf("%w: %s", ErrRebindNotIndicated, st.Skip), nil)
-		m.apply(p, PeerObservation{Now: now, Skipped: st.Rung})
+			fmt.Errorf("%w: %s", errRebindNotIndicated, st.Skip), nil)
+		m.apply(p, peerObservation{Now: now, Skipped: st.Rung})
 		return true
 	}
 	o, done := shared[st.Rung]
@@ -173,10 +173,10 @@ func (m *Monitor) climb(ctx context.Context, p *peerTrack, shared map[string]run
 	}
 	p.lastAction = fmt.Sprintf("%s: %s at %s", st.Rung, tunnelResultWord(o.res, o.err), o.start.UTC().Format(time.RFC3339))
 	if tunnelNoop(o.res, o.err) {
-		m.apply(p, PeerObservation{Now: o.end, Skipped: st.Rung})
+		m.apply(p, peerObservation{Now: o.end, Skipped: st.Rung})
 		return true
 	}
-	m.apply(p, PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung})
+	m.apply(p, peerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung})
 	m.forced(p, st.Rung, o)
 	return false
 }
@@ -214,7 +214,7 @@ func (m *Monitor) budget() *actionBudget {
 func (m *Monitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o rungOutcome, cut bool) {
 	start := m.os.Clock.Now()
 	disruptive := ladderDisruptive(st.Rung)
-	in := InFlight{Rung: st.Rung, Target: p.id, Peer: p.key.String(), Next: st.Index + 1, Started: start}
+	in := inFlight{Rung: st.Rung, Target: p.id, Peer: p.key.String(), Next: st.Index + 1, Started: start}
 	if ladderTunnelWide(st.Rung) {
 		in.Target = m.spec.cfg.Interface
 	}
@@ -232,9 +232,9 @@ func (m *Monitor) act(ctx context.Context, p *peerTrack, st ladderStep) (o rungO
 		}
 		o.start = start
 		noop := tunnelNoop(o.res, o.err)
-		obs := PeerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung}
+		obs := peerObservation{Now: o.end, StartedAt: o.start, Started: st.Rung}
 		if noop {
-			obs = PeerObservation{Now: o.end, Skipped: st.Rung}
+			obs = peerObservation{Now: o.end, Skipped: st.Rung}
 		}
 		if errors.Is(o.err, netfix.ErrLeftDown) {
 			m.book.setLeftDown(true, o.end)
@@ -398,7 +398,7 @@ func (m *Monitor) reresolve(ctx context.Context, key wgtypes.Key, current *net.U
 		err = errors.New("no addresses")
 	}
 	if err != nil {
-		return r, fmt.Errorf("re-resolving %s: %w: %w", host, ErrTunnelResolve, err)
+		return r, fmt.Errorf("re-resolving %s: %w: %w", host, errTunnelResolve, err)
 	}
 	ep, changed := pickEndpoint(addrs, port, current)
 	if !changed {
@@ -422,7 +422,7 @@ func tunnelNoop(res netfix.Result, err error) bool {
 // be sent a handshake; an endpoint_host that did not resolve gave no
 // address to set.
 func tunnelSkipped(err error) bool {
-	return errors.Is(err, netfix.ErrNoEndpoint) || errors.Is(err, ErrTunnelResolve) || errors.Is(err, ErrRebindNotIndicated)
+	return errors.Is(err, netfix.ErrNoEndpoint) || errors.Is(err, errTunnelResolve) || errors.Is(err, errRebindNotIndicated)
 }
 
 func tunnelResultWord(res netfix.Result, err error) string {

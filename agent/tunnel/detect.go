@@ -111,8 +111,8 @@ func (g *peerSignals) slowBad(now time.Time, staleAfter, rxSilence time.Duration
 // observation at all and a miss is bad. Without a probe, a peer being
 // verified after a rung is healthy only once it has completed a handshake
 // after the rung; otherwise the slow signals decide.
-func peerObserve(s PeerState, g *peerSignals, now time.Time, staleAfter, rxSilence time.Duration, probe *probes.ProbeResult, suspicion string) PeerObservation {
-	obs := PeerObservation{Now: now}
+func peerObserve(s peerState, g *peerSignals, now time.Time, staleAfter, rxSilence time.Duration, probe *probes.ProbeResult, suspicion string) peerObservation {
+	obs := peerObservation{Now: now}
 	switch {
 	case probe != nil && probe.Err == nil && tunnelProbeOK(*probe):
 		// healthy
@@ -124,7 +124,7 @@ func peerObserve(s PeerState, g *peerSignals, now time.Time, staleAfter, rxSilen
 		obs.Bad, obs.Reason = true, "probe missed: "+probeClass(probe)
 	case probe != nil:
 		// healthy
-	case s.Phase == PeerHealing && !g.handshake.After(s.ActedAt):
+	case s.Phase == peerHealing && !g.handshake.After(s.ActedAt):
 		obs.Bad, obs.Reason = true, "no handshake since the last rung"
 	default:
 		obs.Bad, obs.Reason = g.slowBad(now, staleAfter, rxSilence)

@@ -124,66 +124,66 @@ func TestPeerObserve(t *testing.T) {
 	errProbe := errors.New("icmp socket: permission denied")
 	tests := []struct {
 		name      string
-		s         PeerState
+		s         peerState
 		g         peerSignals
 		probe     *probes.ProbeResult
 		suspicion string
-		want      PeerObservation
+		want      peerObservation
 	}{
 		{
 			name:  "a probe that answered is healthy even with a stale handshake",
 			g:     staleSig,
 			probe: &probes.ProbeResult{OK: true, Class: "ok"},
-			want:  PeerObservation{Now: t0},
+			want:  peerObservation{Now: t0},
 		},
 		{
 			name:  "a probe that timed out is a miss, not yet confirmed",
 			g:     fresh,
 			probe: &probes.ProbeResult{Class: "timeout"},
-			want:  PeerObservation{Now: t0, Bad: true, Reason: "probe missed: timeout"},
+			want:  peerObservation{Now: t0, Bad: true, Reason: "probe missed: timeout"},
 		},
 		{
 			name:  "a probe that errored is no observation",
 			g:     staleSig,
 			probe: &probes.ProbeResult{Err: errProbe},
-			want:  PeerObservation{Now: t0, Err: errProbe},
+			want:  peerObservation{Now: t0, Err: errProbe},
 		},
 		{
 			name:      "a probe that answers outranks a workload's suspicion: the pod's own path failed",
 			g:         fresh,
 			probe:     &probes.ProbeResult{OK: true},
 			suspicion: "collector: pod path dark, host path fine",
-			want:      PeerObservation{Now: t0},
+			want:      peerObservation{Now: t0},
 		},
 		{
 			name:      "a workload suspicion is a confirmed bad observation when the probe misses",
 			g:         fresh,
 			probe:     &probes.ProbeResult{Class: "timeout"},
 			suspicion: "collector: pod path dark, host path fine",
-			want:      PeerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
+			want:      peerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
 		},
 		{
 			name:      "and without a probe",
 			g:         fresh,
 			suspicion: "collector: pod path dark, host path fine",
-			want:      PeerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
+			want:      peerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "workload: collector: pod path dark, host path fine"},
 		},
 		{
 			name: "without a probe a stale handshake is a confirmed bad observation",
 			g:    staleSig,
-			want: PeerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "handshake age 5m0s over stale_after 3m30s"},
+			want: peerObservation{Now: t0, Bad: true, Confirmed: true, Reason: "handshake age 5m0s over stale_after 3m30s"},
 		},
 		{
 			name: "without a probe a healing peer is healthy only after a handshake newer than the rung",
-			s:    PeerState{Phase: PeerHealing, ActedAt: t0.Add(-5 * time.Second)},
+			s:    peerState{Phase: peerHealing, ActedAt: t0.Add(-5 * time.Second)},
 			g:    fresh,
-			want: PeerObservation{Now: t0, Bad: true, Reason: "no handshake since the last rung"},
+			want: peerObservation{Now: t0, Bad: true, Reason: "no handshake since the last rung"},
 		},
 		{
 			name: "without a probe a healing peer with a new handshake is healthy",
-			s:    PeerState{Phase: PeerHealing, ActedAt: t0.Add(-15 * time.Second)},
+			s:    peerState{Phase: peerHealing, ActedAt: t0.Add(-15 * time.Second)},
 			g:    fresh,
-			want: PeerObservation{Now: t0},
+			want: peerObservation{Now: t0},
 		},
 	}
 	for _, tt := range tests {

@@ -9,7 +9,7 @@ import (
 
 // The reresolve rung's decisions: which name to resolve with which port,
 // and which of the answers becomes the peer's endpoint. Pure, so a table
-// covers them; the lookup and the change are the ladder's (tunnel_ladder.go).
+// covers them; the lookup and the change are the ladder's (climb.go).
 
 // splitEndpointHost splits endpoint_host into a name and a port, taking the
 // port of the current endpoint when the host has none.

@@ -231,7 +231,7 @@ func TestLabTunnelReresolveFollowsAMovedHub(t *testing.T) {
 func tunnelLabPeerOK(m *tunnel.Monitor) bool {
 	for _, c := range m.Checks() {
 		if c.Kind == wire.KindPeer {
-			return c.State == string(tunnel.PeerOK) && c.Peer != nil && c.Peer.Probe == "ok"
+			return c.State == wire.CheckOK && c.Peer != nil && c.Peer.Probe == "ok"
 		}
 	}
 	return false

@@ -17,7 +17,7 @@ import (
 
 // LedgerName is the file in the agent's state directory (run --state-dir)
 // that keeps the policy state across restarts.
-const LedgerName = "policy-state.json"
+const ledgerName = "policy-state.json"
 
 // ledgerKeep is how long spent actions are kept in the file at the most,
 // whatever the window: a longer policy.window is not a useful bound.
@@ -63,9 +63,9 @@ type tunnelLedger struct {
 	Spent      []time.Time          `json:"spent,omitempty"` // starts of the disruptive actions kept
 	Last       time.Time            `json:"last,omitzero"`   // start of the last disruptive action
 	LastAction string               `json:"last_action,omitempty"`
-	InFlight   *InFlight            `json:"in_flight,omitempty"`
+	InFlight   *inFlight            `json:"in_flight,omitempty"`
 	Heal       []string             `json:"heal,omitempty"`  // the ladder the peers' rung indexes refer to
-	Peers      map[string]PeerState `json:"peers,omitempty"` // open incidents, by public key
+	Peers      map[string]peerState `json:"peers,omitempty"` // open incidents, by public key
 	// LeftDown: a bounce could not set the interface up again; every
 	// round tries until it is up (netfix.EnsureLinkUp).
 	LeftDown bool `json:"left_down,omitempty"`
@@ -74,7 +74,7 @@ type tunnelLedger struct {
 // InFlight is an action that started and has not returned yet: the rung,
 // what it acts on, the peer whose incident it serves and the index of the
 // rung after it in that peer's ladder.
-type InFlight struct {
+type inFlight struct {
 	Rung    string    `json:"rung"`
 	Target  string    `json:"target"`
 	Peer    string    `json:"peer"`
@@ -104,7 +104,7 @@ func OpenLedger(dir string, now time.Time, log *slog.Logger) (*Ledger, error) {
 	if dir == "" {
 		return l, nil
 	}
-	l.path = filepath.Join(dir, LedgerName)
+	l.path = filepath.Join(dir, ledgerName)
 	data, err := os.ReadFile(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
@@ -137,7 +137,7 @@ func OpenLedger(dir string, now time.Time, log *slog.Logger) (*Ledger, error) {
 				"tunnel", name, "rung", in.Rung, "started", in.Started)
 			t.InFlight = nil
 			if ps, ok := t.Peers[in.Peer]; ok {
-				ps.Phase, ps.Since, ps.Rung = PeerHealing, now, in.Next
+				ps.Phase, ps.Since, ps.Rung = peerHealing, now, in.Next
 				ps.ActedAt, ps.DoneAt = in.Started, now
 				t.Peers[in.Peer] = ps
 			}
@@ -298,7 +298,7 @@ func (b tunnelBook) budget() (spent []time.Time, last time.Time) {
 
 // peers returns the recorded open incidents, by public key, if they refer
 // to the ladder heal; otherwise their rungs start again from the first.
-func (b tunnelBook) peers(heal []string) map[string]PeerState {
+func (b tunnelBook) peers(heal []string) map[string]peerState {
 	b.l.mu.Lock()
 	defer b.l.mu.Unlock()
 	t := b.l.entry(b.tunnel)
@@ -317,7 +317,7 @@ func (b tunnelBook) peers(heal []string) map[string]PeerState {
 // peer an action in flight serves is left alone: that action records the
 // state it leaves the peer in (end), and a monitor that waits for it must
 // not write over that with what it saw before.
-func (b tunnelBook) setPeer(key string, heal []string, st PeerState, now time.Time) {
+func (b tunnelBook) setPeer(key string, heal []string, st peerState, now time.Time) {
 	b.l.mu.Lock()
 	defer b.l.mu.Unlock()
 	t := b.l.entry(b.tunnel)
@@ -335,7 +335,7 @@ func (b tunnelBook) setPeer(key string, heal []string, st PeerState, now time.Ti
 		return
 	default:
 		if t.Peers == nil {
-			t.Peers = map[string]PeerState{}
+			t.Peers = map[string]peerState{}
 		}
 		st.Streak = 0 // not needed to resume, and it would write every round
 		t.Peers[key] = st
@@ -346,7 +346,7 @@ func (b tunnelBook) setPeer(key string, heal []string, st PeerState, now time.Ti
 
 // samePeerRecord reports whether two states differ in nothing a restart
 // needs.
-func samePeerRecord(a, b PeerState) bool {
+func samePeerRecord(a, b peerState) bool {
 	a.Streak, b.Streak = 0, 0
 	a.Reason, b.Reason = "", ""
 	return a == b
@@ -356,7 +356,7 @@ func samePeerRecord(a, b PeerState) bool {
 // spends (spend: a disruptive rung) and the action in flight. It returns
 // false, and records nothing, while another action of the tunnel is in
 // flight (one that a monitor of the previous config started).
-func (b tunnelBook) begin(in InFlight, spend bool) bool {
+func (b tunnelBook) begin(in inFlight, spend bool) bool {
 	b.l.mu.Lock()
 	if _, busy := b.l.running[b.tunnel]; busy {
 		b.l.mu.Unlock()
@@ -390,7 +390,7 @@ const beginWait = 2 * time.Second
 // back (it changed nothing, so it disrupted nothing), and st is the state
 // it left its peer's incident in (kept only while that incident is
 // recorded as open: a monitor may have seen the peer recover meanwhile).
-func (b tunnelBook) end(st PeerState, refund bool, now time.Time) {
+func (b tunnelBook) end(st peerState, refund bool, now time.Time) {
 	b.l.mu.Lock()
 	t := b.l.entry(b.tunnel)
 	if in := t.InFlight; in != nil {
@@ -443,7 +443,7 @@ func (b tunnelBook) dropPeer(key string, now time.Time) {
 
 // inFlight returns the action in flight and a channel closed when it
 // ends, or nil when none runs in this process.
-func (b tunnelBook) inFlight() (*InFlight, <-chan struct{}) {
+func (b tunnelBook) inFlight() (*inFlight, <-chan struct{}) {
 	b.l.mu.Lock()
 	defer b.l.mu.Unlock()
 	done, ok := b.l.running[b.tunnel]

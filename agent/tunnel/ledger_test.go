@@ -37,10 +37,10 @@ func TestLedgerKeepsTheBudgetAcrossARestart(t *testing.T) {
 	b := openTestLedger(t, dir, ledgerT0).book("wg0")
 	for i, rung := range []string{"handshake", "bounce"} {
 		start := ledgerT0.Add(time.Duration(i) * time.Minute)
-		if !b.begin(InFlight{Rung: rung, Target: "wg0", Started: start}, true) {
+		if !b.begin(inFlight{Rung: rung, Target: "wg0", Started: start}, true) {
 			t.Fatalf("begin %s: busy", rung)
 		}
-		b.end(PeerState{}, false, start.Add(time.Second))
+		b.end(peerState{}, false, start.Add(time.Second))
 	}
 
 	again := openTestLedger(t, dir, ledgerT0.Add(2*time.Minute)).book("wg0")
@@ -56,10 +56,10 @@ func TestLedgerKeepsTheBudgetAcrossARestart(t *testing.T) {
 
 func TestLedgerRefundsAnActionThatChangedNothing(t *testing.T) {
 	b := openTestLedger(t, t.TempDir(), ledgerT0).book("wg0")
-	b.begin(InFlight{Rung: "handshake", Started: ledgerT0}, true)
-	b.end(PeerState{}, false, ledgerT0.Add(time.Second))
-	b.begin(InFlight{Rung: "bounce", Started: ledgerT0.Add(time.Minute)}, true)
-	b.end(PeerState{}, true, ledgerT0.Add(time.Minute+time.Second))
+	b.begin(inFlight{Rung: "handshake", Started: ledgerT0}, true)
+	b.end(peerState{}, false, ledgerT0.Add(time.Second))
+	b.begin(inFlight{Rung: "bounce", Started: ledgerT0.Add(time.Minute)}, true)
+	b.end(peerState{}, true, ledgerT0.Add(time.Minute+time.Second))
 	spent, last := b.budget()
 	if len(spent) != 1 || !last.Equal(ledgerT0) {
 		t.Errorf("after a refund: spent %v, last %v; want only the first action", spent, last)
@@ -69,20 +69,20 @@ func TestLedgerRefundsAnActionThatChangedNothing(t *testing.T) {
 func TestLedgerAllowsOneActionAtATimePerTunnel(t *testing.T) {
 	l := openTestLedger(t, "", ledgerT0)
 	a, other := l.book("wg0"), l.book("wg1")
-	if !a.begin(InFlight{Rung: "restart-unit", Started: ledgerT0}, true) {
+	if !a.begin(inFlight{Rung: "restart-unit", Started: ledgerT0}, true) {
 		t.Fatal("first begin refused")
 	}
-	if a.begin(InFlight{Rung: "handshake", Started: ledgerT0.Add(time.Second)}, true) {
+	if a.begin(inFlight{Rung: "handshake", Started: ledgerT0.Add(time.Second)}, true) {
 		t.Error("a second action began while the first was in flight")
 	}
-	if !other.begin(InFlight{Rung: "handshake", Started: ledgerT0}, true) {
+	if !other.begin(inFlight{Rung: "handshake", Started: ledgerT0}, true) {
 		t.Error("another tunnel's action was refused")
 	}
 	in, done := a.inFlight()
 	if in == nil || in.Rung != "restart-unit" {
 		t.Fatalf("in flight = %+v, want restart-unit", in)
 	}
-	a.end(PeerState{}, false, ledgerT0.Add(30*time.Second))
+	a.end(peerState{}, false, ledgerT0.Add(30*time.Second))
 	select {
 	case <-done:
 	default:
@@ -97,9 +97,9 @@ func TestLedgerVerifiesAnActionCutShortByARestart(t *testing.T) {
 	dir := t.TempDir()
 	heal := []string{"reassert", "handshake", "bounce"}
 	b := openTestLedger(t, dir, ledgerT0).book("wg0")
-	down := PeerState{Phase: PeerDown, Since: ledgerT0, Streak: 3, Rung: 1, Reason: "probe missed", Opened: ledgerT0}
+	down := peerState{Phase: peerDown, Since: ledgerT0, Streak: 3, Rung: 1, Reason: "probe missed", Opened: ledgerT0}
 	b.setPeer("KEY", heal, down, ledgerT0)
-	b.begin(InFlight{Rung: "handshake", Target: "wg0/KEY", Peer: "KEY", Next: 2, Started: ledgerT0.Add(time.Second)}, true)
+	b.begin(inFlight{Rung: "handshake", Target: "wg0/KEY", Peer: "KEY", Next: 2, Started: ledgerT0.Add(time.Second)}, true)
 	// The process ends here (kill -9): end is never called.
 
 	restart := ledgerT0.Add(10 * time.Second)
@@ -111,10 +111,10 @@ func TestLedgerVerifiesAnActionCutShortByARestart(t *testing.T) {
 	if !ok {
 		t.Fatal("the open incident was not kept")
 	}
-	if ps.Phase != PeerHealing || ps.Rung != 2 || !ps.ActedAt.Equal(ledgerT0.Add(time.Second)) || !ps.DoneAt.Equal(restart) || !ps.Opened.Equal(ledgerT0) {
+	if ps.Phase != peerHealing || ps.Rung != 2 || !ps.ActedAt.Equal(ledgerT0.Add(time.Second)) || !ps.DoneAt.Equal(restart) || !ps.Opened.Equal(ledgerT0) {
 		t.Errorf("after the restart the peer is %+v; want healing the handshake, verified from the restart on", ps)
 	}
-	if !again.begin(InFlight{Rung: "bounce", Started: restart}, true) {
+	if !again.begin(inFlight{Rung: "bounce", Started: restart}, true) {
 		t.Error("the next action is refused after the restart")
 	}
 }
@@ -122,23 +122,23 @@ func TestLedgerVerifiesAnActionCutShortByARestart(t *testing.T) {
 func TestLedgerForgetsAClosedIncidentAndMovesRungsOfAnotherLadder(t *testing.T) {
 	dir := t.TempDir()
 	b := openTestLedger(t, dir, ledgerT0).book("wg0")
-	b.setPeer("A", []string{"reassert", "handshake"}, PeerState{Phase: PeerDown, Rung: 1, Opened: ledgerT0}, ledgerT0)
-	b.setPeer("B", []string{"reassert", "handshake"}, PeerState{Phase: PeerDegraded, Rung: 2, GaveUp: "budget spent", Opened: ledgerT0}, ledgerT0)
-	b.setPeer("A", []string{"reassert", "handshake"}, PeerState{Phase: PeerOK}, ledgerT0.Add(time.Minute))
+	b.setPeer("A", []string{"reassert", "handshake"}, peerState{Phase: peerDown, Rung: 1, Opened: ledgerT0}, ledgerT0)
+	b.setPeer("B", []string{"reassert", "handshake"}, peerState{Phase: peerDegraded, Rung: 2, GaveUp: "budget spent", Opened: ledgerT0}, ledgerT0)
+	b.setPeer("A", []string{"reassert", "handshake"}, peerState{Phase: peerOK}, ledgerT0.Add(time.Minute))
 
 	again := openTestLedger(t, dir, ledgerT0.Add(2*time.Minute)).book("wg0")
 	got := again.peers([]string{"reassert", "handshake"})
 	if _, ok := got["A"]; ok || got["B"].GaveUp != "budget spent" || got["B"].Rung != 2 {
 		t.Errorf("peers = %+v; want only B, given up at rung 2", got)
 	}
-	if other := again.peers([]string{"handshake"}); other["B"].Rung != 0 || other["B"].Phase != PeerDegraded {
+	if other := again.peers([]string{"handshake"}); other["B"].Rung != 0 || other["B"].Phase != peerDegraded {
 		t.Errorf("with another ladder B = %+v; want its rung from the start, still degraded", other["B"])
 	}
 }
 
 func TestLedgerMovesAnUnreadableFileAsideAndStartsEmpty(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, LedgerName)
+	path := filepath.Join(dir, ledgerName)
 	if err := os.WriteFile(path, []byte("{not json"), 0o640); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestLedgerMovesAnUnreadableFileAsideAndStartsEmpty(t *testing.T) {
 	if len(aside) != 1 {
 		t.Errorf("moved-aside files: %v, want one", aside)
 	}
-	l.book("wg0").begin(InFlight{Rung: "handshake", Started: ledgerT0}, true)
+	l.book("wg0").begin(inFlight{Rung: "handshake", Started: ledgerT0}, true)
 	l.Flush(10 * time.Second)
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("a new file was not written: %v", err)
@@ -171,8 +171,8 @@ func TestLedgerKeepsTheBoundsInMemoryWhenTheFileCannotBeWritten(t *testing.T) {
 		t.Error("OpenLedger of an unusable directory reports nothing")
 	}
 	b := l.book("wg0")
-	b.begin(InFlight{Rung: "handshake", Started: ledgerT0}, true)
-	b.end(PeerState{}, false, ledgerT0.Add(time.Second))
+	b.begin(inFlight{Rung: "handshake", Started: ledgerT0}, true)
+	b.end(peerState{}, false, ledgerT0.Add(time.Second))
 	if l.Flush(10*time.Second) || l.Err() == nil {
 		t.Error("Err is nil after a write that cannot have succeeded")
 	}
@@ -184,14 +184,14 @@ func TestLedgerKeepsTheBoundsInMemoryWhenTheFileCannotBeWritten(t *testing.T) {
 func TestLedgerLeavesThePeerOfAnActionInFlightToThatAction(t *testing.T) {
 	heal := []string{"restart-unit", "handshake"}
 	b := openTestLedger(t, "", ledgerT0).book("wg0")
-	down := PeerState{Phase: PeerDown, Opened: ledgerT0}
+	down := peerState{Phase: peerDown, Opened: ledgerT0}
 	b.setPeer("KEY", heal, down, ledgerT0)
-	b.begin(InFlight{Rung: "restart-unit", Peer: "KEY", Next: 1, Started: ledgerT0}, true)
+	b.begin(inFlight{Rung: "restart-unit", Peer: "KEY", Next: 1, Started: ledgerT0}, true)
 	// A monitor of the next config, waiting, still sees the peer down.
-	b.setPeer("KEY", heal, PeerState{Phase: PeerDown, Opened: ledgerT0, Reason: "probe missed"}, ledgerT0.Add(29*time.Second))
-	healing := PeerState{Phase: PeerHealing, Rung: 1, ActedAt: ledgerT0, DoneAt: ledgerT0.Add(30 * time.Second), Opened: ledgerT0}
+	b.setPeer("KEY", heal, peerState{Phase: peerDown, Opened: ledgerT0, Reason: "probe missed"}, ledgerT0.Add(29*time.Second))
+	healing := peerState{Phase: peerHealing, Rung: 1, ActedAt: ledgerT0, DoneAt: ledgerT0.Add(30 * time.Second), Opened: ledgerT0}
 	b.end(healing, false, ledgerT0.Add(30*time.Second))
-	if got := b.peers(heal)["KEY"]; got.Phase != PeerHealing || got.Rung != 1 {
+	if got := b.peers(heal)["KEY"]; got.Phase != peerHealing || got.Rung != 1 {
 		t.Errorf("after the action ended the peer is %+v, want healing at rung 1 as the action left it", got)
 	}
 }

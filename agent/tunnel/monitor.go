@@ -48,7 +48,7 @@ type Config struct {
 	OnProbe func(core.ProbeSample) // nil: probes are not reported
 }
 
-// TunnelMonitor watches the peers of one WireGuard tunnel and runs the
+// Monitor watches the peers of one WireGuard tunnel and runs the
 // remediation ladder for the ones that go dark. It is the agent's
 // component "tunnel/<interface>": one goroutine (Run) owns all its state,
 // so a tunnel's slow repair never delays another tunnel. Nudge, Suspect,
@@ -76,7 +76,7 @@ type Monitor struct {
 
 	// owned by Run's goroutine
 	round      uint64
-	seeds      map[string]PeerState // open incidents from the ledger, taken by track
+	seeds      map[string]peerState // open incidents from the ledger, taken by track
 	adopted    <-chan struct{}      // closed when an action a previous monitor started ends
 	adoptPeer  string               // the peer that action serves
 	peers      map[wgtypes.Key]*peerTrack
@@ -93,7 +93,7 @@ type Monitor struct {
 	listenPort int                     // the tunnel's listen port, this round
 	rebound    int                     // the port the last rebind set, while it is still the tunnel's (0: none)
 	watchers   sync.WaitGroup
-	pathBack   chan struct{} // a watched host path answered again (watchPathBack)
+	pathBack   chan struct{}               // a watched host path answered again (watchPathBack)
 	guardsOf   map[*peerTrack]ladderGuards // this round's observed guards of the peers the ladder may act on
 	pending    []core.Event                // this round's events, reported at its end
 
@@ -117,7 +117,7 @@ type peerTrack struct {
 	selected   bool
 	round      uint64
 	sig        peerSignals
-	st         PeerState
+	st         peerState
 	probe      string // this round's probe result for the peer, "" if none covers it
 	lastAction string
 	holdKind   string

@@ -97,7 +97,7 @@ func TestTunnelMonitorWaitsForAnActionThePreviousConfigStarted(t *testing.T) {
 		h.at(50 * tsec)
 		h.wantChanges("while and after the adopted restart ran",
 			"restart wg-quick@wg0.service", "restarted wg-quick@wg0.service")
-		if c := h.peer(0); c.State != string(PeerHealing) {
+		if c := h.peer(0); c.State != string(peerHealing) {
 			t.Errorf("peer at 50 s: %+v; want healing: the restart returned at 43 s and is being verified", c)
 		}
 		h.at(60 * tsec) // 43 s + verify_timeout 15 s: the next rung
@@ -161,7 +161,7 @@ func TestTunnelMonitorForcesAHandshakeWhenThePathWorksAndTheTunnelIsDark(t *test
 		w.set(func(w *tunnelWorld) { w.dark, w.fixedBy = true, "handshake" })
 		h.at(45 * tsec)
 		h.wantChanges("3 misses after the hub lost its sessions", handshakePeer0)
-		h.wantState("after the forced handshake", 0, PeerOK)
+		h.wantState("after the forced handshake", 0, peerOK)
 	})
 }
 

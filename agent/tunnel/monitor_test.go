@@ -21,7 +21,7 @@ import (
 	"github.com/edgeheal/edgeheal/wire"
 )
 
-// The loop tests run the real TunnelMonitor.Run against tunnelWorld inside
+// The loop tests run the real Monitor.Run against tunnelWorld inside
 // a synctest bubble: time is fake, starts at the bubble's epoch and only
 // moves when every goroutine is blocked, so "at 13 s" is exact. Rounds run
 // at whole seconds (probe interval 1 s); the test acts at half seconds so
@@ -154,7 +154,7 @@ func (h *tunnelHarness) wantEvents(when string, want ...string) {
 	}
 }
 
-func (h *tunnelHarness) wantState(when string, i int, want PeerPhase) {
+func (h *tunnelHarness) wantState(when string, i int, want peerPhase) {
 	h.t.Helper()
 	if got := h.peer(i).State; got != string(want) {
 		h.t.Errorf("%s: peer %d state %q, want %q (check %+v)", when, i, got, want, h.peer(i))
@@ -184,20 +184,20 @@ func TestTunnelMonitorConfirmsAStreakThenHealsAndRebaselines(t *testing.T) {
 		defer h.stop()
 
 		h.at(10*tsec + tsec/2)
-		h.wantState("healthy for 10 s", 0, PeerOK)
+		h.wantState("healthy for 10 s", 0, peerOK)
 		w.set(func(w *tunnelWorld) { w.dark, w.fixedBy = true, "handshake" })
 
 		h.at(12*tsec + tsec/2)
-		h.wantState("after two misses", 0, PeerSuspect)
+		h.wantState("after two misses", 0, peerSuspect)
 		h.wantChanges("after two misses: not confirmed, no action")
 
 		h.at(13*tsec + tsec/2)
 		// reassert ran first and changed nothing: not a fix, the ladder moved on at once.
 		h.wantChanges("after the third miss", handshakePeer0)
-		h.wantState("after the forced handshake", 0, PeerHealing)
+		h.wantState("after the forced handshake", 0, peerHealing)
 
 		h.at(14*tsec + tsec/2)
-		h.wantState("after the probe answered again", 0, PeerOK)
+		h.wantState("after the probe answered again", 0, peerOK)
 		h.wantEvents("after recovery",
 			"13s incident "+tunnelPeer0+" opened",
 			"13s action wg0 reassert unchanged",
@@ -221,7 +221,7 @@ func TestTunnelMonitorConfirmsAStreakThenHealsAndRebaselines(t *testing.T) {
 		}
 
 		h.at(400 * tsec)
-		h.wantState("long after recovery", 0, PeerOK)
+		h.wantState("long after recovery", 0, peerOK)
 		if n := len(h.ev.lines()); n != 4 {
 			t.Errorf("%d events by 400 s, want still 4 (no false alarm after the re-add): %v", n, h.ev.lines())
 		}
@@ -242,7 +242,7 @@ func TestTunnelMonitorNeverActsOnAProbeThatErrored(t *testing.T) {
 		h.at(100 * tsec)
 		h.wantChanges("after 90 s of probe errors")
 		h.wantEvents("after 90 s of probe errors")
-		h.wantState("after 90 s of probe errors", 0, PeerOK)
+		h.wantState("after 90 s of probe errors", 0, peerOK)
 		if got := h.peer(0).Peer.Probe; got != "error: icmp socket: operation not permitted" {
 			t.Errorf("check shows probe %v, want the error", got)
 		}
@@ -288,7 +288,7 @@ func TestTunnelMonitorGivesUpWhenTheBudgetIsSpent(t *testing.T) {
 		h.at(600*tsec + tsec/2)
 		w.set(func(w *tunnelWorld) { w.dark = false })
 		h.at(601*tsec + tsec/2)
-		h.wantState("once the peer answers again", 0, PeerOK)
+		h.wantState("once the peer answers again", 0, peerOK)
 		if got := h.ev.lines(); got[len(got)-1] != "10m1s recovered "+tunnelPeer0+" ok" {
 			t.Errorf("last event %q, want the incident closed at 10m1s", got[len(got)-1])
 		}
@@ -320,7 +320,7 @@ func TestTunnelMonitorDoesNotTouchTheTunnelWhenTheUplinkIsDown(t *testing.T) {
 		h.wantChanges("within resume_grace (8 s) of the uplink's return: WireGuard may resume by itself")
 		h.at(70*tsec + tsec/2)
 		h.wantChanges("after the uplink came back and the tunnel stayed dark beyond the grace", handshakePeer0)
-		h.wantState("after the uplink came back", 0, PeerOK)
+		h.wantState("after the uplink came back", 0, peerOK)
 	})
 }
 
@@ -402,7 +402,7 @@ func TestTunnelMonitorForcesAnExpiredSessionsHandshakeAsSoonAsThePathAnswers(t *
 				h.at(200*tsec + 6*tsec/10)
 				h.wantChanges("0.3 s after the path returned", handshakePeer0)
 				h.at(210 * tsec)
-				h.wantState("after the path returned", 0, PeerOK)
+				h.wantState("after the path returned", 0, peerOK)
 				if !waits {
 					h.wantEvents("after the path returned",
 						"13s incident "+tunnelPeer0+" opened",
@@ -453,7 +453,7 @@ func TestTunnelMonitorBlamesAClockThatSteppedBackInsteadOfForcingHandshakes(t *t
 		w.clock.Set(probes.ClockStatus{Synchronized: true})
 		h.at(62*tsec + tsec/2)
 		h.wantChanges("after the clock recovered", handshakePeer0)
-		h.wantState("after the clock recovered", 0, PeerOK)
+		h.wantState("after the clock recovered", 0, peerOK)
 	})
 }
 
@@ -602,8 +602,8 @@ func TestTunnelMonitorBlamesOnlyThePeerThatCarriesTheProbe(t *testing.T) {
 		h.at(13*tsec + tsec/2)
 		peer1 := tunnelFakeID("wg0", tunnelFakeKey(1))
 		h.wantChanges("after three misses", "handshake "+peer1+" keepalive 20s")
-		h.wantState("peer 0", 0, PeerOK)
-		h.wantState("peer 2", 2, PeerOK)
+		h.wantState("peer 0", 0, peerOK)
+		h.wantState("peer 2", 2, peerOK)
 		if got := h.peer(0).Peer.Probe; got != "" {
 			t.Errorf("peer 0 shows probe %v, want none (the probe goes through peer 1)", got)
 		}
@@ -735,7 +735,7 @@ func TestTunnelMonitorConfirmsTheFirstMissAfterANudge(t *testing.T) {
 		h.at(3 * tsec / 4)
 		h.wantChanges("a quarter second after the nudge: its miss confirmed at once", handshakePeer0)
 		h.at(2 * tsec)
-		h.wantState("a probe after the forced handshake", 0, PeerOK)
+		h.wantState("a probe after the forced handshake", 0, peerOK)
 	})
 }
 
@@ -749,7 +749,7 @@ func TestTunnelMonitorKeepsAHealthySessionThroughANudge(t *testing.T) {
 		h.m.Nudge("uplink offload fixed")
 		h.at(12 * tsec)
 		h.wantChanges("after a nudge with the probe answering")
-		h.wantState("after a nudge with the probe answering", 0, PeerOK)
+		h.wantState("after a nudge with the probe answering", 0, peerOK)
 
 		// A re-plug: the probe sent while the new link came up is lost, but
 		// the session (handshake seconds ago) survived: the usual streak.
@@ -768,7 +768,7 @@ func TestTunnelMonitorReassertFixesTheOffloadAndCountsAsARung(t *testing.T) {
 		defer h.stop()
 		h.at(4 * tsec)
 		h.wantChanges("after three misses", "offload uplink0 off")
-		h.wantState("after the reassert", 0, PeerOK)
+		h.wantState("after the reassert", 0, peerOK)
 	})
 }
 

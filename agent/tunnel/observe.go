@@ -31,7 +31,7 @@ const (
 // from it.
 type tunnelSpec struct {
 	cfg      configs.Tunnel
-	pol      PeerPolicy
+	pol      peerPolicy
 	interval time.Duration // probe interval: the round's period
 	timeout  time.Duration // one probe's bound, not above the interval
 	probeIP  net.IP        // the probe target's address, to find the peer that carries it
@@ -44,7 +44,7 @@ func newTunnelSpec(t configs.Tunnel, policy configs.Policy) tunnelSpec {
 		interval: t.Probe.Interval.D(),
 		timeout:  t.Probe.Timeout.D(),
 		probeIP:  probeTargetIP(t.Probe.Target),
-		pol:      PeerPolicy{Misses: t.Probe.Misses, VerifyTimeout: policy.VerifyTimeout.D(), Heal: t.Heal},
+		pol:      peerPolicy{Misses: t.Probe.Misses, VerifyTimeout: policy.VerifyTimeout.D(), Heal: t.Heal},
 	}
 	if s.interval <= 0 {
 		s.interval = tunnelDefaultInterval
@@ -184,7 +184,7 @@ func (s *tunnelSpec) inputFor(r *tunnelReading, ps *probes.PeerStats, probeKey w
 // (WireGuard alone retries every 5 s). A session that survived (a re-plug)
 // keeps the usual streak, since a probe sent while the new link came up
 // may just have been lost.
-func (s *tunnelSpec) observePeer(st PeerState, sig *peerSignals, ps *probes.PeerStats, in peerInput, now time.Time) (PeerObservation, bool) {
+func (s *tunnelSpec) observePeer(st peerState, sig *peerSignals, ps *probes.PeerStats, in peerInput, now time.Time) (peerObservation, bool) {
 	rebaselined := sig.update(ps, now)
 	obs := peerObserve(st, sig, now, s.cfg.StaleAfter.D(), s.cfg.RxSilence.D(), in.probe, in.suspicion)
 	if in.nudge != "" && in.probe != nil && obs.Bad && obs.Err == nil && !sessionValid(ps, now) {

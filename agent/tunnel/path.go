@@ -143,7 +143,7 @@ func (m *Monitor) observeGuards(ctx context.Context, peers []peerRound) {
 	m.uplinks = nil
 	for _, pr := range peers {
 		next := nextPeer(pr.p.st, pr.obs, m.spec.pol)
-		if next.Phase != PeerDown && !m.handshakeSuspect(pr.p, pr.obs) {
+		if next.Phase != peerDown && !m.handshakeSuspect(pr.p, pr.obs) {
 			continue
 		}
 		if m.guardsOf == nil {
@@ -280,7 +280,7 @@ func (m *Monitor) setPathTargets(peers []*peerTrack) {
 			order = append(order, t)
 			ok[t] = true
 		}
-		ok[t] = ok[t] && (p.st.Phase == PeerOK || p.st.Phase == "")
+		ok[t] = ok[t] && (p.st.Phase == peerOK || p.st.Phase == "")
 	}
 	targets := make([]pathTarget, 0, len(order))
 	now := m.os.Clock.Now()

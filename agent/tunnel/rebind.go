@@ -30,7 +30,7 @@ const rebindTries = 8
 
 // ErrRebindNotIndicated marks a rebind rung the evidence does not call for:
 // it is skipped (no budget, no wait), with the reason.
-var ErrRebindNotIndicated = errors.New("rebind not indicated")
+var errRebindNotIndicated = errors.New("rebind not indicated")
 
 // rebindInput is what the rebind rule reads; the caller observed it.
 type rebindInput struct {

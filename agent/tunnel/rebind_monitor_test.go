@@ -34,13 +34,13 @@ func TestTunnelMonitorRebindsWhenAForcedHandshakeGetsNoAnswer(t *testing.T) {
 
 		h.at(14*tsec + tsec/2)
 		h.wantChanges("a second after the forced handshake", handshakePeer0)
-		h.wantState("a second after the forced handshake: still being verified", 0, PeerHealing)
+		h.wantState("a second after the forced handshake: still being verified", 0, peerHealing)
 
 		h.at(15*tsec + tsec/2)
 		h.wantChanges("2 s after the forced handshake", handshakePeer0, "listen-port wg0 51830", handshakePeer0)
 
 		h.at(16*tsec + tsec/2)
-		h.wantState("after the rebind", 0, PeerOK)
+		h.wantState("after the rebind", 0, peerOK)
 		h.wantEvents("after the rebind",
 			"13s incident "+tunnelPeer0+" opened",
 			"13s action wg0 reassert unchanged",

@@ -63,8 +63,8 @@ func (m *Monitor) rebindVerdict(p *peerTrack, g ladderGuards, now time.Time) reb
 // rebind is the next rung, and the counters point at a stuck mapping (the
 // handshake's initiations left, nothing came back within rebindPending).
 // Only then is the host path worth probing for it.
-func (m *Monitor) handshakeSuspect(p *peerTrack, obs PeerObservation) bool {
-	if p.st.Phase != PeerHealing || !obs.Bad || obs.Err != nil || m.rungName(p.st.Rung) != configs.HealHandshake {
+func (m *Monitor) handshakeSuspect(p *peerTrack, obs peerObservation) bool {
+	if p.st.Phase != peerHealing || !obs.Bad || obs.Err != nil || m.rungName(p.st.Rung) != configs.HealHandshake {
 		return false
 	}
 	if i, ok := ladderNextRung(m.spec.cfg, p.st.Rung); !ok || m.spec.cfg.Heal[i] != configs.HealRebind {
@@ -78,7 +78,7 @@ func (m *Monitor) handshakeSuspect(p *peerTrack, obs PeerObservation) bool {
 // handshake visibly failed (its initiations left, nothing came back within
 // rebindPending), and waiting out verify_timeout would only keep the
 // tunnel dark longer. It reads the round's observed guards.
-func (m *Monitor) handshakeFailed(p *peerTrack, obs PeerObservation) bool {
+func (m *Monitor) handshakeFailed(p *peerTrack, obs peerObservation) bool {
 	return m.handshakeSuspect(p, obs) && m.guards(p).Rebind.Run
 }
 

@@ -138,14 +138,14 @@ func TestRebindCandidates(t *testing.T) {
 
 func TestNextPeerUnverifiedEndsVerificationAtOnce(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	pol := PeerPolicy{Misses: 3, VerifyTimeout: 15 * time.Second, Heal: []string{"reassert", "handshake", "rebind"}}
-	s := PeerState{Phase: PeerHealing, Since: t0, Rung: 2, ActedAt: t0, DoneAt: t0, Opened: t0}
-	bad := PeerObservation{Now: t0.Add(2 * time.Second), Bad: true, Reason: "probe missed: timeout"}
-	if got := nextPeer(s, bad, pol); got.Phase != PeerHealing {
+	pol := peerPolicy{Misses: 3, VerifyTimeout: 15 * time.Second, Heal: []string{"reassert", "handshake", "rebind"}}
+	s := peerState{Phase: peerHealing, Since: t0, Rung: 2, ActedAt: t0, DoneAt: t0, Opened: t0}
+	bad := peerObservation{Now: t0.Add(2 * time.Second), Bad: true, Reason: "probe missed: timeout"}
+	if got := nextPeer(s, bad, pol); got.Phase != peerHealing {
 		t.Errorf("a miss 2 s into a 15 s verification: phase %s; want healing", got.Phase)
 	}
 	bad.Unverified = true
-	if got := nextPeer(s, bad, pol); got.Phase != PeerDown || got.Rung != 2 {
+	if got := nextPeer(s, bad, pol); got.Phase != peerDown || got.Rung != 2 {
 		t.Errorf("an unverified rung: phase %s rung %d; want down, rung 2 (rebind next)", got.Phase, got.Rung)
 	}
 }

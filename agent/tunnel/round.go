@@ -18,7 +18,7 @@ import (
 // round's reading says of it.
 type peerRound struct {
 	p   *peerTrack
-	obs PeerObservation
+	obs peerObservation
 }
 
 // update runs one round on a reading.
@@ -56,9 +56,9 @@ func (m *Monitor) update(ctx context.Context, r *tunnelReading, suspicion, nudge
 		}
 		m.apply(pr.p, pr.obs)
 		switch pr.p.st.Phase {
-		case PeerDown:
+		case peerDown:
 			down = append(down, pr.p)
-		case PeerDegraded:
+		case peerDegraded:
 			degraded = append(degraded, pr.p)
 		}
 	}
@@ -97,7 +97,7 @@ func (m *Monitor) readPeers(r *tunnelReading, suspicion, nudge string, now time.
 		p.probe = probeText(in.probe)
 		obs, rebaselined := m.spec.observePeer(p.st, &p.sig, ps, in, now)
 		p.trackForced()
-		if rebaselined && p.st.Phase != "" && p.st.Phase != PeerOK {
+		if rebaselined && p.st.Phase != "" && p.st.Phase != peerOK {
 			m.log.Debug("peer re-added: counters re-baselined", "peer", p.id)
 		}
 		drift = drift || m.spec.keepaliveNote(ps) != ""
@@ -160,11 +160,11 @@ func (m *Monitor) alertDegraded(degraded []*peerTrack, now time.Time) {
 	}
 }
 
-func peerOpen(ph PeerPhase) bool { return ph == PeerDown || ph == PeerHealing || ph == PeerDegraded }
+func peerOpen(ph peerPhase) bool { return ph == peerDown || ph == peerHealing || ph == peerDegraded }
 
 // apply runs the state machine on one observation and reports what changed:
 // incidents opened and closed, rungs that were not verified, giving up.
-func (m *Monitor) apply(p *peerTrack, obs PeerObservation) {
+func (m *Monitor) apply(p *peerTrack, obs peerObservation) {
 	prev := p.st
 	p.st = nextPeer(prev, obs, m.spec.pol)
 	now := obs.Now
@@ -175,21 +175,21 @@ func (m *Monitor) apply(p *peerTrack, obs PeerObservation) {
 		m.book.setPeer(p.key.String(), m.spec.cfg.Heal, p.st, now)
 	}
 	switch {
-	case !peerOpen(prev.Phase) && p.st.Phase == PeerDown:
+	case !peerOpen(prev.Phase) && p.st.Phase == peerDown:
 		m.log.Warn("peer dark: incident opened", "peer", p.id, "reason", p.st.Reason)
 		p.reported = nil
 		m.event(core.Event{Time: now, Kind: "incident", Target: p.id, Result: "opened",
 			Summary:  fmt.Sprintf("%s dark: %s", p.id, p.st.Reason),
 			Evidence: p.evidence(now)})
-	case peerOpen(prev.Phase) && p.st.Phase == PeerOK:
+	case peerOpen(prev.Phase) && p.st.Phase == peerOK:
 		m.closed(p, prev, now)
-	case prev.Phase == PeerHealing && p.st.Phase == PeerDown && obs.Unverified:
+	case prev.Phase == peerHealing && p.st.Phase == peerDown && obs.Unverified:
 		m.log.Info("forced handshake failed: initiations left, nothing came back", "peer", p.id,
 			"tx_bytes", p.forcedTx, "after_seconds", now.Sub(p.forcedAt).Seconds())
-	case prev.Phase == PeerHealing && p.st.Phase == PeerDown:
+	case prev.Phase == peerHealing && p.st.Phase == peerDown:
 		m.log.Info("rung not verified in time", "peer", p.id, "rung", m.rungName(prev.Rung),
 			"verify_timeout_seconds", m.spec.pol.VerifyTimeout.Seconds(), "reason", p.st.Reason)
-	case prev.Phase != PeerDegraded && p.st.Phase == PeerDegraded:
+	case prev.Phase != peerDegraded && p.st.Phase == peerDegraded:
 		m.log.Error("gave up on peer: alerting only until it is healthy", "peer", p.id, "why", p.st.GaveUp, "reason", p.st.Reason)
 		p.holdKind, p.hold = "", ""
 		p.alertEvery = ladderAlertBackoff(0, m.cooldown, m.window)
@@ -202,9 +202,9 @@ func (m *Monitor) apply(p *peerTrack, obs PeerObservation) {
 }
 
 // closed reports an incident that ended, and how.
-func (m *Monitor) closed(p *peerTrack, prev PeerState, now time.Time) {
+func (m *Monitor) closed(p *peerTrack, prev peerState, now time.Time) {
 	healed := "recovered by itself"
-	if prev.Phase == PeerHealing && m.rungName(prev.Rung) != "" {
+	if prev.Phase == peerHealing && m.rungName(prev.Rung) != "" {
 		healed = "healed by " + m.rungName(prev.Rung)
 	}
 	took := now.Sub(prev.Opened)

@@ -11,21 +11,21 @@ import (
 //	                 ↑        │
 //	                 └────────┘ (rung not verified in time: next rung)
 //	down/healing → degraded (gave up: alert only, sticky until healthy)
-type PeerPhase string
+type peerPhase string
 
 // The phases of a tunnel peer.
 const (
-	PeerOK       PeerPhase = "ok"
-	PeerSuspect  PeerPhase = "suspect"  // bad, not yet confirmed (probe misses below the streak)
-	PeerDown     PeerPhase = "down"     // confirmed bad: the ladder may act
-	PeerHealing  PeerPhase = "healing"  // a rung ran; waiting for it to be verified
-	PeerDegraded PeerPhase = "degraded" // gave up: alert only until healthy again
+	peerOK       peerPhase = "ok"
+	peerSuspect  peerPhase = "suspect"  // bad, not yet confirmed (probe misses below the streak)
+	peerDown     peerPhase = "down"     // confirmed bad: the ladder may act
+	peerHealing  peerPhase = "healing"  // a rung ran; waiting for it to be verified
+	peerDegraded peerPhase = "degraded" // gave up: alert only until healthy again
 )
 
 // PeerState is one peer's health state. Its zero value is a fresh, healthy
 // peer (Phase "" counts as ok).
-type PeerState struct {
-	Phase   PeerPhase
+type peerState struct {
+	Phase   peerPhase
 	Since   time.Time // when Phase was entered
 	Streak  int       // bad observations in a row
 	Rung    int       // index in the heal list of the next rung to try
@@ -38,7 +38,7 @@ type PeerState struct {
 
 // PeerObservation is what one round saw of a peer, plus what the ladder did
 // about it in that round.
-type PeerObservation struct {
+type peerObservation struct {
 	Now time.Time
 	// Err is set when the observation could not be made (the probe errored,
 	// the device could not be read): the state is left unchanged.
@@ -68,7 +68,7 @@ type PeerObservation struct {
 }
 
 // PeerPolicy is the part of the configuration the state machine reads.
-type PeerPolicy struct {
+type peerPolicy struct {
 	Misses        int           // bad probe observations in a row that confirm (probe.misses)
 	VerifyTimeout time.Duration // a rung must make the peer healthy within this (policy.verify_timeout)
 	Heal          []string      // the ladder, in order (tunnel heal)
@@ -77,14 +77,14 @@ type PeerPolicy struct {
 // nextPeer is the whole per-peer state machine, a pure function so that a
 // table test covers it. The ladder's own decisions come in as observations
 // (Started, GaveUp) so that every transition is made here.
-func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
+func nextPeer(s peerState, obs peerObservation, p peerPolicy) peerState {
 	if obs.Err != nil {
 		return s // never act on an observation that could not be made
 	}
 	if s.Phase == "" {
-		s.Phase, s.Since = PeerOK, obs.Now // first observation of a fresh peer
+		s.Phase, s.Since = peerOK, obs.Now // first observation of a fresh peer
 	}
-	enter := func(ph PeerPhase) {
+	enter := func(ph peerPhase) {
 		if s.Phase != ph {
 			s.Phase = ph
 			s.Since = obs.Now
@@ -92,11 +92,11 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 	}
 	switch {
 	case obs.GaveUp:
-		enter(PeerDegraded)
+		enter(peerDegraded)
 		s.GaveUp = obs.Reason
 		return s
 	case obs.Started != "":
-		enter(PeerHealing)
+		enter(peerHealing)
 		s.ActedAt, s.DoneAt = obs.StartedAt, obs.Now
 		if s.ActedAt.IsZero() {
 			s.ActedAt = obs.Now
@@ -111,7 +111,7 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 		}
 		return s
 	case !obs.Bad:
-		enter(PeerOK)
+		enter(peerOK)
 		s.Streak, s.Rung, s.Reason, s.GaveUp = 0, 0, "", ""
 		s.ActedAt, s.DoneAt, s.Opened = time.Time{}, time.Time{}, time.Time{}
 		return s
@@ -119,21 +119,21 @@ func nextPeer(s PeerState, obs PeerObservation, p PeerPolicy) PeerState {
 	s.Streak++
 	s.Reason = obs.Reason
 	switch s.Phase {
-	case PeerOK, PeerSuspect:
+	case peerOK, peerSuspect:
 		if obs.Confirmed || s.Streak >= max(p.Misses, 1) {
-			enter(PeerDown)
+			enter(peerDown)
 			s.Opened = obs.Now
 		} else {
-			enter(PeerSuspect)
+			enter(peerSuspect)
 		}
-	case PeerHealing:
+	case peerHealing:
 		// Not verified in time: back to down, where the ladder takes the
 		// next rung. A rung that has not returned yet (DoneAt zero: a
 		// previous monitor's action still in flight) is not timed.
 		if !s.DoneAt.IsZero() && (obs.Unverified || obs.Now.Sub(s.DoneAt) >= p.VerifyTimeout) {
-			enter(PeerDown)
+			enter(peerDown)
 		}
-	case PeerDown, PeerDegraded:
+	case peerDown, peerDegraded:
 		// Stays: down waits for the ladder; degraded is sticky until healthy.
 	}
 	return s

@@ -18,7 +18,7 @@ import (
 type peerView struct {
 	id           string
 	key          wgtypes.Key
-	phase        PeerPhase
+	phase        peerPhase
 	since        time.Time
 	reason       string
 	gaveUp       string
@@ -67,9 +67,9 @@ func (m *Monitor) Checks() []wire.Check {
 		v := &m.views[i]
 		phase := v.phase
 		if phase == "" {
-			phase = PeerOK
+			phase = peerOK
 		}
-		c := wire.Check{Kind: wire.KindPeer, Target: v.id, State: string(phase), Healthy: phase == PeerOK,
+		c := wire.Check{Kind: wire.KindPeer, Target: v.id, State: string(phase), Healthy: phase == peerOK,
 			LastAction: v.lastAction, Since: v.since}
 		switch {
 		case v.gaveUp != "":
@@ -129,22 +129,22 @@ func (m *Monitor) Check(ctx context.Context) []wire.Check {
 		}
 		var sig peerSignals
 		in := m.spec.inputFor(&r, ps, probeKey, haveProbeKey, "", "")
-		obs, _ := m.spec.observePeer(PeerState{}, &sig, ps, in, now)
+		obs, _ := m.spec.observePeer(peerState{}, &sig, ps, in, now)
 		out = append(out, m.spec.oneShotCheck(ps, &sig, in.probe, obs, now))
 	}
 	return out
 }
 
 // oneShotCheck is the check of one observation of a peer.
-func (s *tunnelSpec) oneShotCheck(ps *probes.PeerStats, sig *peerSignals, probe *probes.ProbeResult, obs PeerObservation, now time.Time) wire.Check {
-	c := wire.Check{Kind: wire.KindPeer, Target: s.peerID(ps.PublicKey), State: string(PeerOK), Healthy: true, Detail: obs.Reason}
+func (s *tunnelSpec) oneShotCheck(ps *probes.PeerStats, sig *peerSignals, probe *probes.ProbeResult, obs peerObservation, now time.Time) wire.Check {
+	c := wire.Check{Kind: wire.KindPeer, Target: s.peerID(ps.PublicKey), State: string(peerOK), Healthy: true, Detail: obs.Reason}
 	switch {
 	case obs.Err != nil:
 		c.State, c.Healthy, c.Detail = "unknown", false, "probe could not be made: "+obs.Err.Error()
 	case obs.Bad && obs.Confirmed:
-		c.State, c.Healthy = string(PeerDown), false
+		c.State, c.Healthy = string(peerDown), false
 	case obs.Bad:
-		c.State, c.Healthy = string(PeerSuspect), false
+		c.State, c.Healthy = string(peerSuspect), false
 	}
 	c.Detail = joinDetail(c.Detail, s.keepaliveNote(ps))
 	c.Peer = &wire.PeerInfo{

@@ -9,26 +9,26 @@ import (
 	"github.com/edgeheal/edgeheal/probes"
 )
 
-// WorkloadDiagnosis names what a workload's probes say is wrong.
-type Diagnosis string
+// diagnosis names what a workload's probes say is wrong.
+type diagnosis string
 
-// The diagnoses. Only DiagOverlay leads to a tunnel action.
+// The diagnoses. Only diagOverlay leads to a tunnel action.
 const (
-	DiagOK      Diagnosis = "ok"
-	DiagOverlay Diagnosis = "overlay"  // pod fails, host reaches the broker: the overlay/tunnel is dark
-	DiagPodPath Diagnosis = "pod-path" // as overlay, but the tunnel's own probe answers: the pod's own path is at fault
-	DiagBroker  Diagnosis = "broker"   // both fail and the broker answered the host with a failure (refused, tls, ...)
-	DiagUplink  Diagnosis = "uplink"   // both fail and the host got no answer (timeout, no-route, dns)
-	DiagAuth    Diagnosis = "auth"     // the broker refused the credentials: configuration, not network
-	DiagPodOnly Diagnosis = "pod-failed"
-	DiagNoPod   Diagnosis = "no-pod"
-	// DiagUnknown: a probe could not be made. Never acted on; the
+	diagOK      diagnosis = "ok"
+	diagOverlay diagnosis = "overlay"  // pod fails, host reaches the broker: the overlay/tunnel is dark
+	diagPodPath diagnosis = "pod-path" // as overlay, but the tunnel's own probe answers: the pod's own path is at fault
+	diagBroker  diagnosis = "broker"   // both fail and the broker answered the host with a failure (refused, tls, ...)
+	diagUplink  diagnosis = "uplink"   // both fail and the host got no answer (timeout, no-route, dns)
+	diagAuth    diagnosis = "auth"     // the broker refused the credentials: configuration, not network
+	diagPodOnly diagnosis = "pod-failed"
+	diagNoPod   diagnosis = "no-pod"
+	// diagUnknown: a probe could not be made. Never acted on; the
 	// workload's state is left as it was.
-	DiagUnknown Diagnosis = "unknown"
+	diagUnknown diagnosis = "unknown"
 )
 
-// WorkloadObservation is one round's input to the diagnosis.
-type Observation struct {
+// observation is one round's input to the diagnosis.
+type observation struct {
 	ResolveErr error          // resolving the pod's namespace; wraps probes.ErrNoPod when no pod matches
 	Pod        probes.Result  // the probe from the pod's namespace
 	PodErr     error          // the pod probe could not be made
@@ -36,33 +36,33 @@ type Observation struct {
 	HostErr    error          // the host probe could not be made
 }
 
-// DiagnoseWorkload is the whole diagnosis, a pure function: it tells an
+// diagnose is the whole diagnosis, a pure function: it tells an
 // overlay failure (pod fails, host succeeds) from a broker or uplink
 // failure (both fail), and says why in a line an operator reads.
-func Diagnose(o Observation) (Diagnosis, string) {
+func diagnose(o observation) (diagnosis, string) {
 	switch {
 	case errors.Is(o.ResolveErr, probes.ErrNoPod):
-		return DiagNoPod, o.ResolveErr.Error()
+		return diagNoPod, o.ResolveErr.Error()
 	case o.ResolveErr != nil:
-		return DiagUnknown, "resolving the pod's network namespace: " + o.ResolveErr.Error()
+		return diagUnknown, "resolving the pod's network namespace: " + o.ResolveErr.Error()
 	case o.PodErr != nil:
-		return DiagUnknown, "probe from the pod could not be made: " + o.PodErr.Error()
+		return diagUnknown, "probe from the pod could not be made: " + o.PodErr.Error()
 	case o.Pod.OK():
-		return DiagOK, fmt.Sprintf("connack from the pod in %s", round(o.Pod.Latency))
+		return diagOK, fmt.Sprintf("connack from the pod in %s", round(o.Pod.Latency))
 	case o.Pod.Class == probes.ClassAuth:
-		return DiagAuth, "the broker refused the credentials from the pod: " + o.Pod.Detail
+		return diagAuth, "the broker refused the credentials from the pod: " + o.Pod.Detail
 	case o.Host == nil && o.HostErr == nil:
-		return DiagPodOnly, fmt.Sprintf("pod probe %s; no mqtt.host_broker configured, so overlay cannot be told from broker", o.Pod.Class)
+		return diagPodOnly, fmt.Sprintf("pod probe %s; no mqtt.host_broker configured, so overlay cannot be told from broker", o.Pod.Class)
 	case o.HostErr != nil:
-		return DiagUnknown, fmt.Sprintf("pod probe %s; probe from the host could not be made: %v", o.Pod.Class, o.HostErr)
+		return diagUnknown, fmt.Sprintf("pod probe %s; probe from the host could not be made: %v", o.Pod.Class, o.HostErr)
 	case o.Host.OK():
-		return DiagOverlay, fmt.Sprintf("pod probe %s while the host reaches the broker in %s: %s", o.Pod.Class, round(o.Host.Latency), overlayOrTunnel)
+		return diagOverlay, fmt.Sprintf("pod probe %s while the host reaches the broker in %s: %s", o.Pod.Class, round(o.Host.Latency), overlayOrTunnel)
 	}
 	switch o.Host.Class {
 	case probes.ClassTimeout, probes.ClassNoRoute, probes.ClassDNS:
-		return DiagUplink, fmt.Sprintf("pod probe %s and host probe %s: the broker is unreachable from the host too (uplink or broker host)", o.Pod.Class, o.Host.Class)
+		return diagUplink, fmt.Sprintf("pod probe %s and host probe %s: the broker is unreachable from the host too (uplink or broker host)", o.Pod.Class, o.Host.Class)
 	}
-	return DiagBroker, fmt.Sprintf("pod probe %s and host probe %s: the broker itself", o.Pod.Class, o.Host.Class)
+	return diagBroker, fmt.Sprintf("pod probe %s and host probe %s: the broker itself", o.Pod.Class, o.Host.Class)
 }
 
 const overlayOrTunnel = "overlay or tunnel"
@@ -71,12 +71,12 @@ const overlayOrTunnel = "overlay or tunnel"
 // probe: a tunnel that answers carries traffic, so what fails is the pod's
 // own path to it (its CNI interface, routes, a network policy), which no
 // tunnel rung can fix; it is reported as such and never acted on.
-func podPathOrOverlay(d Diagnosis, detail string, tunnelHealthy bool, why string) (Diagnosis, string) {
-	if d != DiagOverlay || !tunnelHealthy {
+func podPathOrOverlay(d diagnosis, detail string, tunnelHealthy bool, why string) (diagnosis, string) {
+	if d != diagOverlay || !tunnelHealthy {
 		return d, detail
 	}
 	detail = strings.TrimSuffix(detail, ": "+overlayOrTunnel)
-	return DiagPodPath, detail + ", and the tunnel carries traffic (" + why + "): the pod's own path (CNI, routes, network policy) is at fault, not the tunnel"
+	return diagPodPath, detail + ", and the tunnel carries traffic (" + why + "): the pod's own path (CNI, routes, network policy) is at fault, not the tunnel"
 }
 
 func round(d time.Duration) time.Duration {
@@ -98,7 +98,7 @@ const (
 // workloadStatus is a workload's health state between rounds.
 type status struct {
 	State        string
-	Diagnosis    Diagnosis
+	Diagnosis    diagnosis
 	Detail       string
 	Since        time.Time // when State was entered
 	Bad          int       // failing rounds in a row
@@ -110,15 +110,15 @@ type status struct {
 }
 
 // nextWorkload is the workload state machine. A round whose probe could not
-// be made (DiagUnknown) changes nothing but the detail. A namespace change
+// be made (diagUnknown) changes nothing but the detail, and after misses such rounds the state is unknown. A namespace change
 // (pod recreated) restarts the streaks. It returns the new status and
 // whether the tunnel must be told (a confirmed overlay diagnosis: overlay
 // for at least misses rounds in a row).
-func next(s status, d Diagnosis, detail, nsID string, misses int, now time.Time) (status, bool) {
+func next(s status, d diagnosis, detail, nsID string, misses int, now time.Time) (status, bool) {
 	if misses < 1 {
 		misses = 1
 	}
-	if d == DiagUnknown {
+	if d == diagUnknown {
 		// Nothing was observed: no streak moves. After misses such rounds
 		// the workload's state is unknown, not what it was last seen as.
 		s.Detail = detail
@@ -135,15 +135,15 @@ func next(s status, d Diagnosis, detail, nsID string, misses int, now time.Time)
 	s.Diagnosis, s.Detail, s.LastObserved = d, detail, now
 	var state string
 	switch d {
-	case DiagOK:
+	case diagOK:
 		s.Bad, s.Overlay = 0, 0
 		state = stateOK
-	case DiagNoPod:
+	case diagNoPod:
 		s.Bad, s.Overlay = 0, 0
 		state = stateNoPod
 	default:
 		s.Bad++
-		if d == DiagOverlay {
+		if d == diagOverlay {
 			s.Overlay++
 		} else {
 			s.Overlay = 0
@@ -159,5 +159,5 @@ func next(s status, d Diagnosis, detail, nsID string, misses int, now time.Time)
 			s.SuspectSent = false
 		}
 	}
-	return s, d == DiagOverlay && s.Overlay >= misses
+	return s, d == diagOverlay && s.Overlay >= misses
 }

@@ -21,30 +21,30 @@ func resp(c probes.Class) *probes.Result { r := res(c); return &r }
 func TestDiagnoseWorkload(t *testing.T) {
 	tests := []struct {
 		name string
-		obs  Observation
-		want Diagnosis
+		obs  observation
+		want diagnosis
 	}{
-		{"pod ok is ok, whatever the host", Observation{Pod: res(probes.ClassOK), Host: resp(probes.ClassTimeout)}, DiagOK},
-		{"pod ok without a host probe is ok", Observation{Pod: res(probes.ClassOK)}, DiagOK},
-		{"pod times out while the host connects is overlay", Observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassOK)}, DiagOverlay},
-		{"pod has no route while the host connects is overlay", Observation{Pod: res(probes.ClassNoRoute), Host: resp(probes.ClassOK)}, DiagOverlay},
-		{"pod dns fails while the host connects is overlay", Observation{Pod: res(probes.ClassDNS), Host: resp(probes.ClassOK)}, DiagOverlay},
-		{"both refused is broker", Observation{Pod: res(probes.ClassRefused), Host: resp(probes.ClassRefused)}, DiagBroker},
-		{"pod timeout and host tls failure is broker", Observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTLS)}, DiagBroker},
-		{"both time out is uplink", Observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTimeout)}, DiagUplink},
-		{"host has no route is uplink", Observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassNoRoute)}, DiagUplink},
-		{"auth from the pod is auth, not network", Observation{Pod: res(probes.ClassAuth), Host: resp(probes.ClassOK)}, DiagAuth},
-		{"a failure without a host probe says it cannot tell", Observation{Pod: res(probes.ClassTimeout)}, DiagPodOnly},
-		{"no matching pod is no-pod", Observation{ResolveErr: fmt.Errorf("pod x: %w", probes.ErrNoPod)}, DiagNoPod},
-		{"an unreachable cri is unknown", Observation{ResolveErr: errors.New("cri: connection refused")}, DiagUnknown},
-		{"a pod probe that could not be made is unknown", Observation{PodErr: errors.New("reading password file")}, DiagUnknown},
-		{"a host probe that could not be made is unknown", Observation{Pod: res(probes.ClassTimeout), HostErr: errors.New("reading ca")}, DiagUnknown},
+		{"pod ok is ok, whatever the host", observation{Pod: res(probes.ClassOK), Host: resp(probes.ClassTimeout)}, diagOK},
+		{"pod ok without a host probe is ok", observation{Pod: res(probes.ClassOK)}, diagOK},
+		{"pod times out while the host connects is overlay", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassOK)}, diagOverlay},
+		{"pod has no route while the host connects is overlay", observation{Pod: res(probes.ClassNoRoute), Host: resp(probes.ClassOK)}, diagOverlay},
+		{"pod dns fails while the host connects is overlay", observation{Pod: res(probes.ClassDNS), Host: resp(probes.ClassOK)}, diagOverlay},
+		{"both refused is broker", observation{Pod: res(probes.ClassRefused), Host: resp(probes.ClassRefused)}, diagBroker},
+		{"pod timeout and host tls failure is broker", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTLS)}, diagBroker},
+		{"both time out is uplink", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTimeout)}, diagUplink},
+		{"host has no route is uplink", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassNoRoute)}, diagUplink},
+		{"auth from the pod is auth, not network", observation{Pod: res(probes.ClassAuth), Host: resp(probes.ClassOK)}, diagAuth},
+		{"a failure without a host probe says it cannot tell", observation{Pod: res(probes.ClassTimeout)}, diagPodOnly},
+		{"no matching pod is no-pod", observation{ResolveErr: fmt.Errorf("pod x: %w", probes.ErrNoPod)}, diagNoPod},
+		{"an unreachable cri is unknown", observation{ResolveErr: errors.New("cri: connection refused")}, diagUnknown},
+		{"a pod probe that could not be made is unknown", observation{PodErr: errors.New("reading password file")}, diagUnknown},
+		{"a host probe that could not be made is unknown", observation{Pod: res(probes.ClassTimeout), HostErr: errors.New("reading ca")}, diagUnknown},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, detail := Diagnose(tt.obs)
+			got, detail := diagnose(tt.obs)
 			if got != tt.want {
-				t.Errorf("DiagnoseWorkload = %q (%s), want %q", got, detail, tt.want)
+				t.Errorf("diagnose = %q (%s), want %q", got, detail, tt.want)
 			}
 			if detail == "" {
 				t.Errorf("no detail")
@@ -56,7 +56,7 @@ func TestDiagnoseWorkload(t *testing.T) {
 func TestNextWorkload(t *testing.T) {
 	t0 := time.Unix(1_780_000_000, 0)
 	type step struct {
-		d    Diagnosis
+		d    diagnosis
 		ns   string
 		want string // state after the step
 		act  bool
@@ -67,44 +67,44 @@ func TestNextWorkload(t *testing.T) {
 		steps  []step
 	}{
 		{"overlay is acted on only after misses rounds in a row", 3, []step{
-			{DiagOK, "a", stateOK, false},
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagOverlay, "a", stateDown, true},
-			{DiagOverlay, "a", stateDown, true},
-			{DiagOK, "a", stateOK, false},
+			{diagOK, "a", stateOK, false},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagOverlay, "a", stateDown, true},
+			{diagOverlay, "a", stateDown, true},
+			{diagOK, "a", stateOK, false},
 		}},
 		{"a good round restarts the streak", 2, []step{
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagOK, "a", stateOK, false},
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagOverlay, "a", stateDown, true},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagOK, "a", stateOK, false},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagOverlay, "a", stateDown, true},
 		}},
 		{"broker and uplink go down but never act", 2, []step{
-			{DiagBroker, "a", stateSuspect, false},
-			{DiagBroker, "a", stateDown, false},
-			{DiagUplink, "a", stateDown, false},
+			{diagBroker, "a", stateSuspect, false},
+			{diagBroker, "a", stateDown, false},
+			{diagUplink, "a", stateDown, false},
 		}},
 		{"overlay after broker needs its own streak", 2, []step{
-			{DiagBroker, "a", stateSuspect, false},
-			{DiagBroker, "a", stateDown, false},
-			{DiagOverlay, "a", stateDown, false},
-			{DiagOverlay, "a", stateDown, true},
+			{diagBroker, "a", stateSuspect, false},
+			{diagBroker, "a", stateDown, false},
+			{diagOverlay, "a", stateDown, false},
+			{diagOverlay, "a", stateDown, true},
 		}},
 		{"a probe that could not be made changes nothing", 2, []step{
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagUnknown, "", stateSuspect, false},
-			{DiagOverlay, "a", stateDown, true},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagUnknown, "", stateSuspect, false},
+			{diagOverlay, "a", stateDown, true},
 		}},
 		{"no-pod is its own state and not a failure", 2, []step{
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagNoPod, "", stateNoPod, false},
-			{DiagOK, "b", stateOK, false},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagNoPod, "", stateNoPod, false},
+			{diagOK, "b", stateOK, false},
 		}},
 		{"a new namespace restarts the streak", 2, []step{
-			{DiagOverlay, "a", stateSuspect, false},
-			{DiagOverlay, "b", stateSuspect, false},
-			{DiagOverlay, "b", stateDown, true},
+			{diagOverlay, "a", stateSuspect, false},
+			{diagOverlay, "b", stateSuspect, false},
+			{diagOverlay, "b", stateDown, true},
 		}},
 	}
 	for _, tt := range tests {
@@ -128,14 +128,14 @@ func TestPodPathOrOverlay(t *testing.T) {
 	overlay := "pod probe timeout while the host reaches the broker in 2ms: " + overlayOrTunnel
 	for _, tc := range []struct {
 		name    string
-		d       Diagnosis
+		d       diagnosis
 		healthy bool
-		want    Diagnosis
+		want    diagnosis
 		says    string
 	}{
-		{"overlay with the tunnel's probe answering is the pod's own path", DiagOverlay, true, DiagPodPath, "2ms, and the tunnel carries traffic (probe ok): the pod's own path"},
-		{"overlay with the tunnel dark stays overlay", DiagOverlay, false, DiagOverlay, overlay},
-		{"another diagnosis is left alone", DiagBroker, true, DiagBroker, overlay},
+		{"overlay with the tunnel's probe answering is the pod's own path", diagOverlay, true, diagPodPath, "2ms, and the tunnel carries traffic (probe ok): the pod's own path"},
+		{"overlay with the tunnel dark stays overlay", diagOverlay, false, diagOverlay, overlay},
+		{"another diagnosis is left alone", diagBroker, true, diagBroker, overlay},
 	} {
 		d, detail := podPathOrOverlay(tc.d, overlay, tc.healthy, "probe ok")
 		if d != tc.want || !strings.Contains(detail, tc.says) {

@@ -129,7 +129,7 @@ func TestLabWorkloadDiagnosisOverlayAndBroker(t *testing.T) {
 	m.round(ctx, r)
 	m.round(ctx, r)
 	c := m.Checks()[0]
-	if c.Workload.Diagnosis != string(DiagBroker) || c.State != stateDown {
+	if c.Workload.Diagnosis != string(diagBroker) || c.State != stateDown {
 		t.Errorf("broker stopped: %s / %s (%s); want broker / down", c.Workload.Diagnosis, c.State, c.Detail)
 	}
 	if s := sus.take(); len(s) != 0 {

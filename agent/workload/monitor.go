@@ -44,7 +44,7 @@ const (
 	defaultMisses   = 2
 )
 
-// WorkloadMonitor probes each configured workload's broker from inside the
+// Monitor probes each configured workload's broker from inside the
 // pod's network namespace and from the host, diagnoses failures, tells the
 // tunnel monitor about a confirmed overlay failure, and keeps per-workload
 // state for Checks, Ready and events. Run owns the rounds; Checks, Ready
@@ -69,7 +69,7 @@ type run struct {
 	every  time.Duration
 	misses int
 
-	// Guarded by WorkloadMonitor.mu.
+	// Guarded by Monitor.mu.
 	progress   time.Time
 	st         status
 	target     probes.Target
@@ -253,7 +253,7 @@ func (m *Monitor) loop(ctx context.Context, r *run) {
 type roundResult struct {
 	target  probes.Target
 	located bool
-	obs     Observation
+	obs     observation
 	pod     *probes.Result
 	host    *probes.Result
 }
@@ -310,8 +310,8 @@ func (m *Monitor) round(ctx context.Context, r *run) {
 	if ctx.Err() != nil {
 		return // being stopped: a cancelled probe is no observation
 	}
-	d, detail := Diagnose(rr.obs)
-	if d == DiagOverlay && m.suspect != nil && r.cfg.Tunnel != "" {
+	d, detail := diagnose(rr.obs)
+	if d == diagOverlay && m.suspect != nil && r.cfg.Tunnel != "" {
 		healthy, why := m.suspect.TunnelHealthy(r.cfg.Tunnel)
 		d, detail = podPathOrOverlay(d, detail, healthy, why)
 	}
@@ -326,10 +326,10 @@ func (m *Monitor) round(ctx context.Context, r *run) {
 	r.st = next
 	if rr.located {
 		r.target, r.located = rr.target, true
-	} else if d == DiagNoPod {
+	} else if d == diagNoPod {
 		r.located = false
 	}
-	if d != DiagUnknown {
+	if d != diagUnknown {
 		r.podRes, r.hostRes = rr.pod, rr.host
 	}
 	sendSuspect := act && m.suspect != nil && r.cfg.Tunnel != ""
@@ -340,7 +340,7 @@ func (m *Monitor) round(ctx context.Context, r *run) {
 	}
 	m.mu.Unlock()
 
-	if d == DiagUnknown {
+	if d == diagUnknown {
 		log.Warn("workload probe could not be made", "detail", detail)
 	}
 	if rr.located && wasLocated && prevTarget.ID != rr.target.ID {
@@ -383,7 +383,7 @@ func (m *Monitor) stateEvent(r *run, prev, next status, rr roundResult, now time
 	m.event(ev)
 }
 
-func (m *Monitor) evidence(rr roundResult, d Diagnosis) map[string]any {
+func (m *Monitor) evidence(rr roundResult, d diagnosis) map[string]any {
 	ev := map[string]any{"diagnosis": string(d)}
 	if rr.located {
 		ev["netns"] = rr.target
@@ -493,11 +493,11 @@ func (m *Monitor) Check(ctx context.Context) []wire.Check {
 		go func() {
 			defer wg.Done()
 			rr := m.observe(ctx, r, true)
-			d, detail := Diagnose(rr.obs)
+			d, detail := diagnose(rr.obs)
 			st := status{Diagnosis: d, Detail: detail, State: oneShotState(d)}
-			if d == DiagUnknown {
+			if d == diagUnknown {
 				st.Diagnosis = ""
-				st.Detail = string(DiagUnknown) + ": " + detail
+				st.Detail = string(diagUnknown) + ": " + detail
 			}
 			out[i] = checkOf(r.cfg, st, rr.target, rr.located, rr.pod, rr.host, r.host != nil, "")
 		}()
@@ -506,13 +506,13 @@ func (m *Monitor) Check(ctx context.Context) []wire.Check {
 	return out
 }
 
-func oneShotState(d Diagnosis) string {
+func oneShotState(d diagnosis) string {
 	switch d {
-	case DiagOK:
+	case diagOK:
 		return stateOK
-	case DiagNoPod:
+	case diagNoPod:
 		return stateNoPod
-	case DiagUnknown:
+	case diagUnknown:
 		return stateUnknown
 	}
 	return stateDown

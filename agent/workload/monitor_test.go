@@ -203,7 +203,7 @@ func TestWorkloadMonitorRun(t *testing.T) {
 		next()
 		next()
 		check("broker down: no tunnel action", want{state: stateDown, ready: false, calls: []string{locate, podCall, hostCall, locate, podCall, hostCall}})
-		if c := m.Checks()[0]; c.Workload.Diagnosis != string(DiagBroker) {
+		if c := m.Checks()[0]; c.Workload.Diagnosis != string(diagBroker) {
 			t.Errorf("diagnosis %v, want broker; check %+v", c.Workload.Diagnosis, c)
 		}
 
@@ -263,7 +263,7 @@ func TestWorkloadMonitorBlamesThePodsPathWhileTheTunnelAnswers(t *testing.T) {
 			!strings.Contains(incidents[0].Summary, "the pod's own path") {
 			t.Errorf("incidents %+v; want one naming the pod's own path", incidents)
 		}
-		if c := m.Checks()[0]; c.Workload.Diagnosis != string(DiagPodPath) || c.State != stateDown {
+		if c := m.Checks()[0]; c.Workload.Diagnosis != string(diagPodPath) || c.State != stateDown {
 			t.Errorf("check %+v, want down with diagnosis pod-path", c)
 		}
 	})
@@ -279,7 +279,7 @@ func TestWorkloadMonitorWithoutHostProbeSaysSo(t *testing.T) {
 		t.Fatalf("got %d checks", len(got))
 	}
 	c := got[0]
-	if c.Workload.Diagnosis != string(DiagPodOnly) || c.Workload.HostProbeConfigured {
+	if c.Workload.Diagnosis != string(diagPodOnly) || c.Workload.HostProbeConfigured {
 		t.Errorf("check %+v: want diagnosis pod-failed and host probe not configured", c)
 	}
 }
@@ -291,7 +291,7 @@ func TestWorkloadMonitorCheckIsOneShot(t *testing.T) {
 	m := New(Config{Workloads: []configs.Workload{testWorkload()}, OS: p.os(), Tunnels: sus, Emit: evs.Emit, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	got := m.Check(context.Background())
 	want := []wire.Check{{Kind: "workload", Target: "telemetry", State: stateDown, Workload: &wire.WorkloadInfo{
-		Diagnosis: string(DiagOverlay), Netns: &wire.Netns{Path: "/x", Source: probes.SourceNetns, ID: "1"}, Tunnel: "wg0", HostProbeConfigured: true,
+		Diagnosis: string(diagOverlay), Netns: &wire.Netns{Path: "/x", Source: probes.SourceNetns, ID: "1"}, Tunnel: "wg0", HostProbeConfigured: true,
 		PodProbe:  &wire.Probe{Probe: "mqtt", Target: "tcp://10.43.0.20:1883", Class: string(probes.ClassTimeout), LatencySeconds: 0.001},
 		HostProbe: &wire.Probe{Probe: "mqtt", Target: "tcp://192.0.2.10:1883", Class: string(probes.ClassOK), LatencySeconds: 0.001},
 	}}}
