@@ -13,7 +13,7 @@ import (
 // ConnectJitter (at most, drawn at random) after the broker answers, an
 // exponential backoff from MinDelay to MaxDelay for full connects that
 // fail or connections that do not last StableAfter, and StartJitter before
-// the first connect at start. docs/operations.md, "Reconnects", says why
+// the first connect at start. docs/operations/reporting.md, "Reconnects", says why
 // the defaults are what they are.
 type Reconnect struct {
 	ProbeInterval Duration `yaml:"probe_interval"`

@@ -6,7 +6,7 @@
 //
 // It owns the reading of the wire format (wire.go): the JSON the agents
 // publish on <prefix>/<node>/status and <prefix>/<node>/event
-// (docs/operations.md, "MQTT"). It never imports the agent: the JSON is
+// (docs/operations/reporting.md, "MQTT"). It never imports the agent: the JSON is
 // the contract, and a test holds the two sides to it. It does no I/O:
 // fleet/source feeds it from the broker and fleet/web serves it.
 package fleet

@@ -12,7 +12,7 @@ import (
 // carries the pods' traffic.
 const ConditionType = "EdgeOverlayHealthy"
 
-// The condition's reasons (docs/operations.md, "Kubernetes").
+// The condition's reasons (docs/operations/kubernetes.md, "Kubernetes").
 const (
 	ReasonHealthy           = "Healthy"           // True: every tunnel and workload path works
 	ReasonTunnelDark        = "TunnelDark"        // False: a tunnel is confirmed dark (edgeheal is repairing it)

@@ -191,7 +191,7 @@ func (r *Reporter) noteLocked(n Note) {
 }
 
 // Event classes, in the order a full queue gives them up, as the agent's
-// outbox does (docs/operations.md, "Kubernetes"): information first
+// outbox does (docs/operations/kubernetes.md, "Kubernetes"): information first
 // (a taint added or removed: the Node shows the taint itself), then
 // actions (a repair, a recovery, which closes an incident), incidents last.
 const (

@@ -330,7 +330,7 @@ func (e *notFound) Unwrap() error        { return e.err }
 // ForceRebind moves iface to a new listen port and forces a handshake with
 // peer from it, so that a NAT on the path makes a fresh mapping for the
 // tunnel's flow and the far side roams to it on the first authenticated
-// packet (WireGuard follows a peer's source address, docs/operations.md
+// packet (WireGuard follows a peer's source address, docs/operations/tunnels.md,
 // "WireGuard facts"). It sets the first of candidates (the current port is
 // skipped) that the system lets it bind: a bind is the only test of a free
 // port that cannot race, so a port in use is passed over, and the errors of

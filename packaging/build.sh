@@ -58,6 +58,8 @@ gzip -9nc README.md >"$work/README.md.gz"
 # The operator's half of the manual goes with the package.
 gzip -9nc docs/configuration.md >"$work/configuration.md.gz"
 gzip -9nc docs/operations.md >"$work/operations.md.gz"
+mkdir -p "$work/operations"
+for f in docs/operations/*.md; do gzip -9nc "$f" >"$work/operations/$(basename "$f").gz"; done
 gzip -9nc packaging/fleet/edgeheal-fleet.1 >"$work/edgeheal-fleet.1.gz"
 gzip -9nc docs/fleet.md >"$work/fleet.md.gz"
 gzip -9nc packaging/kubernetes/edgeheal-kube.1 >"$work/edgeheal-kube.1.gz"
@@ -72,7 +74,7 @@ package() {
 	shift 3
 	stage="$work/$name-$arch"
 	mkdir -p "$stage" "$BIN/linux_$arch"
-	for f in "$@"; do cp "$work/$f" "$stage/"; done
+	for f in "$@"; do cp -r "$work/$f" "$stage/"; done
 	# shellcheck disable=SC2086 # $gcflags is a list of flags
 	CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath -buildvcs=false $gcflags \
 		-ldflags "-s -w -X main.version=$VERSION" -o "$BIN/linux_$arch/$name" "./cmd/$name"
@@ -86,7 +88,7 @@ for arch in $ARCHES; do
 	# The daemon without inlining outside the runtime, as the Makefile
 	# builds it (docs/performance.md, "Inlining").
 	gcflags="-gcflags=all=-l -gcflags=runtime= -gcflags=internal/runtime/...="
-	package "$arch" edgeheal packaging/nfpm.yaml edgeheal.1.gz README.md.gz configuration.md.gz operations.md.gz
+	package "$arch" edgeheal packaging/nfpm.yaml edgeheal.1.gz README.md.gz configuration.md.gz operations.md.gz operations
 	gcflags=""
 	package "$arch" edgeheal-fleet packaging/fleet/nfpm.yaml edgeheal-fleet.1.gz fleet.md.gz
 	package "$arch" edgeheal-kube packaging/kubernetes/nfpm.yaml edgeheal-kube.1.gz

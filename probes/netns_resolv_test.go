@@ -31,7 +31,7 @@ func podRoot(t *testing.T) string {
 // before 5.6, and qemu-user 7.2 (Debian 12's), which `make test-arm64`
 // runs the tests under. podNameservers then fails with ENOSYS and
 // ResolvePID leaves the workload's name servers unset
-// (docs/operations.md, "Architectures").
+// (docs/operations/packages.md, "Architectures").
 func requireOpenat2(t *testing.T) {
 	t.Helper()
 	fd, err := unix.Openat2(unix.AT_FDCWD, t.TempDir(), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC})

@@ -78,7 +78,7 @@ type Options struct {
 // Every connection attempt is a new paho client: paho fixes the Will when a
 // client is made, and the Will must carry the session of its own
 // connection. So paho's auto-reconnect and connect-retry are off and the
-// Publisher reconnects itself (see retry, and docs/operations.md,
+// Publisher reconnects itself (see retry, and docs/operations/reporting.md,
 // "Reconnects"): while disconnected it checks every few seconds whether
 // the broker's port answers a TCP connect, and on a link change or TryNow
 // at once; the full connect follows a short random delay once it does,

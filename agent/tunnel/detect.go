@@ -9,7 +9,7 @@ import (
 )
 
 // Detection for tunnel peers: three signals, each with what it can and
-// cannot tell (docs/operations.md, "Tunnel health"):
+// cannot tell (docs/operations/tunnels.md, "Tunnel health"):
 //
 //   - the active probe through the tunnel: fast (one interval) and
 //     unambiguous, confirmed by probe.misses in a row;

@@ -195,7 +195,7 @@ func (s *tunnelSpec) observePeer(st peerState, sig *peerSignals, ps *probes.Peer
 }
 
 // wgRejectAfterTime is WireGuard's REJECT_AFTER_TIME (a protocol constant,
-// kernel and wireguard-go alike, docs/operations.md "WireGuard facts"): a
+// kernel and wireguard-go alike, docs/operations/tunnels.md, "WireGuard facts"): a
 // session older than this carries no data.
 const wgRejectAfterTime = 180 * time.Second
 

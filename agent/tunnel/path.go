@@ -15,7 +15,7 @@ import (
 // outside the tunnel. It is what tells a dead session (the path works,
 // the tunnel does not: a repair helps) from an uplink outage (nothing
 // gets through: a forced handshake would only throw away a session that
-// survives the outage, docs/operations.md "WireGuard facts"). Its probe
+// survives the outage, docs/operations/tunnels.md, "WireGuard facts"). Its probe
 // is an ICMP echo to the endpoint, or the tunnel's host_check.
 
 // pathVerdict is what the host path's probe, made now, says.

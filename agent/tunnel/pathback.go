@@ -16,7 +16,7 @@ import (
 // pathWatchEvery, and an answer starts a round at once, or cuts short the
 // tunnel probe of the round in progress: that round's observation is then
 // the held peers' state, and its ladder probes each host path again
-// (guards). See docs/operations.md, "Do no harm".
+// (guards). See docs/operations/tunnels.md, "Do no harm".
 const (
 	pathWatchEvery = 250 * time.Millisecond
 	pathWatchFor   = 10 * time.Minute // then the next round's hold starts another

@@ -19,10 +19,10 @@ import (
 
 // rebindPending is how long a forced handshake has to complete before the
 // rebind rule calls it failed. Over a working path it completes within
-// milliseconds (docs/operations.md, "Why remove and re-add forces a
+// milliseconds (docs/operations/tunnels.md, "Why remove and re-add forces a
 // handshake": 3–6 ms after the call); 2 s leaves room for a slow cellular
 // round trip and stays under WireGuard's own retry, REKEY_TIMEOUT 5 s
-// (docs/operations.md, "WireGuard facts").
+// (docs/operations/tunnels.md, "WireGuard facts").
 const rebindPending = 2 * time.Second
 
 // rebindTries is how many ports of the range one rebind tries to bind.

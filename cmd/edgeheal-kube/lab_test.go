@@ -302,7 +302,7 @@ func hasEvent(t *testing.T, core typedcorev1.CoreV1Interface, node, typ, reason 
 
 // describe prints the node as `kubectl get nodes` and the conditions and
 // events of `kubectl describe node` would (Debian's kubectl is too old
-// for this API server), for docs/operations.md.
+// for this API server), for docs/operations/kubernetes.md.
 func describe(t *testing.T, core typedcorev1.CoreV1Interface, node string) string {
 	n, err := core.Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {

@@ -91,7 +91,7 @@ func TestKubeDebIsLintianClean(t *testing.T) {
 }
 
 // The reporter runs as root for the K3s kubeconfig's sake, with no
-// capability: its exposure must stay at or under 1.5 (docs/operations.md,
+// capability: its exposure must stay at or under 1.5 (docs/operations/kubernetes.md,
 // "The reporter's unit": 1.4 on systemd 252).
 func TestKubeUnitSecurityExposureStaysLow(t *testing.T) {
 	checkExposure(t, "kubernetes/edgeheal-kube.service", 15)
