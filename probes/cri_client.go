@@ -20,7 +20,7 @@ import (
 // net/http and protobuf through protowire (cri_wire.go), instead of
 // linking grpc-go and the generated CRI package: those were 2.9 MB of an
 // 18.8 MB binary and 3 MiB of the daemon's RSS (docs/performance.md,
-// "RSS: met since 60bb28d").
+// "RSS").
 type CRIClient struct {
 	socket string
 	hc     *http.Client

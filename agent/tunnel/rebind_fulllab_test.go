@@ -68,7 +68,7 @@ func rebinds(evs *tunnelLabEvents) []core.Event {
 }
 
 // waitRebound sets nat-stuck and waits for the monitor's rebind and the
-// telemetry after it, within the 10 s issue 15 asks for.
+// telemetry after it, within the 10 s S6 sets as the goal.
 func waitRebound(t *testing.T, l *lab.Lab, evs *tunnelLabEvents) (core.Event, time.Time) {
 	t.Helper()
 	stuck, err := l.NATStuck()

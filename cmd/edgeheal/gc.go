@@ -9,7 +9,7 @@ import (
 // heap that grows by half its live size before a collection, instead of
 // Go's default of doubling. The daemon's live heap is a few MiB and its
 // allocation rate is low, so this costs no measurable CPU and keeps about
-// 1 MiB less resident (docs/performance.md, "RSS: met since 60bb28d").
+// 1 MiB less resident (docs/performance.md, "RSS").
 const daemonGCPercent = 50
 
 // tuneGC sets daemonGCPercent unless the operator set GOGC (the unit's

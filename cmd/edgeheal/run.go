@@ -64,6 +64,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	rep.wire(a)
 	rep.metrics.ConfigLoaded(true, time.Now())
 
+	return serve(ctx, stop, hup, log, a, rep, ledger, *path, *stateDir)
+}
+
+// serve runs the agent until a signal stops it: READY=1 and the watchdog,
+// SIGHUP reloads, and a stop that ends within stopWithin whatever part
+// hangs.
+func serve(ctx context.Context, stop context.CancelFunc, hup <-chan os.Signal, log *slog.Logger, a *agent.Agent,
+	rep *reporting, ledger *tunnel.Ledger, path, stateDir string) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { rep.notifier.RunWatchdog(ctx, a.LastProgress) })
 	done := make(chan error, 1)
@@ -109,7 +117,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			}
 		case <-hup:
 			_ = rep.notifier.Reloading()
-			ok := reload(ctx, log, a, *path, *stateDir)
+			ok := reload(ctx, log, a, path, stateDir)
 			rep.metrics.ConfigLoaded(ok, time.Now())
 			if ok && rep.publisher != nil {
 				rep.publisher.SetConfigRevision(a.Config().Revision)

@@ -70,8 +70,8 @@ func (r *Report) Find(scenario, contender string) (Result, bool) {
 	return Result{}, false
 }
 
-// Goal is one of the targets of issues 9, 13 and 15, checked against
-// edgeheal's figures.
+// Goal is one of edgeheal's targets in the lab benchmark (docs/performance.md),
+// checked against its figures.
 type Goal struct {
 	Scenario string `json:"scenario"`
 	What     string `json:"what"`
@@ -80,8 +80,7 @@ type Goal struct {
 	Met      bool   `json:"met"`
 }
 
-// CheckGoals compares edgeheal's results with the goals of issues 9 and
-// 13. A scenario that was not run has no goal line.
+// CheckGoals compares edgeheal's results with its goals. A scenario that was not run has no goal line.
 func CheckGoals(rep *Report) []Goal {
 	var gs []Goal
 	add := func(sc, what, target, measured string, met bool) {
@@ -141,7 +140,7 @@ func CheckGoals(rep *Report) []Goal {
 	return gs
 }
 
-// noWorseThanNone is issue 13's goal: in every scenario edgeheal's outage
+// noWorseThanNone is the goal of doing no harm: in every scenario edgeheal's outage
 // is at most WireGuard alone's (the contender "none", in the same run)
 // plus 0.5 s. An outage still going at the end is longer than any that
 // ended; two still going compare by how long they were seen.

@@ -49,7 +49,7 @@ func (rep *Report) writeGoalsTable(b *strings.Builder) {
 	if len(rep.Goals) == 0 {
 		return
 	}
-	b.WriteString("## Goals (issues 9, 13 and 15)\n\n| scenario | goal | target | measured | met |\n|---|---|---|---|---|\n")
+	b.WriteString("## Goals\n\n| scenario | goal | target | measured | met |\n|---|---|---|---|---|\n")
 	for _, g := range rep.Goals {
 		met := "yes"
 		if !g.Met {

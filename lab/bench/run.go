@@ -47,7 +47,7 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// DefaultOptions is the full benchmark of issue 9: S2 re-plugs every 60 s
+// DefaultOptions is the full benchmark: S2 re-plugs every 60 s
 // for 10 minutes, blackholes of 20 s and 190 s, a 60 s broker outage.
 func DefaultOptions() Options {
 	return Options{

@@ -46,7 +46,7 @@ type Result struct {
 	Lost       int `json:"lost"`
 	OutOfOrder int `json:"out_of_order_nodes"` // nodes whose first arrivals are not in sequence order
 
-	// The design targets (issue 14): attempts per second under N / 10 s,
+	// The design targets (docs/performance.md, "A fleet of nodes"): attempts per second under N / 10 s,
 	// every event within 15 s of the return, none lost.
 	AttemptsLimitPerSecond float64 `json:"attempts_limit_per_second"`
 	AttemptsTargetMet      bool    `json:"attempts_target_met"`
@@ -69,7 +69,7 @@ func limits(r configs.Reconnect) ReconnectLimits {
 		r.MaxDelay.String(), r.StableAfter.String(), r.StartJitter.String()}
 }
 
-// ArrivalTarget and the attempts target are issue 14's design targets.
+// ArrivalTarget and the attempts target are the fleet's design targets.
 const ArrivalTarget = 15 * time.Second
 
 func (f *fleet) result(back time.Time, arrivals []arrival, brokerLog string) Result {
