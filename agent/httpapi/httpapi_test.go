@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent/metrics"
 	"github.com/edgeheal/edgeheal/wire"
+	"github.com/edgeheal/edgeheal/wire/wiretest"
 )
 
 // fakeAgent is a hand-written AgentState that logs calls.
@@ -116,6 +117,7 @@ func TestStatusShowsChecksOutboxAndMQTT(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatalf("/v1/status: %v: %s", err, rec.Body.String())
 	}
+	wiretest.WithinShape(t, rec.Body.Bytes(), wiretest.LocalStatusFile)
 	if got.State != wire.StateDegraded || got.Outbox.Depth != 3 || got.Outbox.Dropped != 7 || got.MQTT.Session != 12 || len(got.Checks) != 2 || got.Node != "edge-17" {
 		t.Errorf("status = %+v", got)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/wire"
+	"github.com/edgeheal/edgeheal/wire/wiretest"
 )
 
 // helperConfig tells a child process (this test binary re-executed) what
@@ -211,6 +212,8 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	if s1 == 0 {
 		t.Fatalf("status has no session: %v", st)
 	}
+	b, _ := json.Marshal(st)
+	wiretest.WithinShape(t, b, wiretest.StatusFile)
 	checks, _ := st["checks"].(map[string]any)
 	got := map[string]any{"v": st["v"], "state": st["state"], "node": st["node"], "site": st["site"],
 		"version": st["version"], "total": checks["total"], "healthy": checks["healthy"]}
@@ -227,6 +230,8 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	if diff := cmp.Diff(map[string]any{"v": 1.0, "state": wire.StateLost, "session": float64(s1)}, will); diff != "" {
 		t.Errorf("will (-want +got):\n%s", diff)
 	}
+	b, _ = json.Marshal(will)
+	wiretest.WithinShape(t, b, wiretest.WillFile)
 	// Retained: a subscriber that comes later sees it too.
 	late := m.watch(t, "pw-w")
 	if got := late.nextStatus(t, topic, func(map[string]any) bool { return true }); got["state"] != wire.StateLost {
@@ -272,6 +277,7 @@ func (w *watcher) collectEvents(t *testing.T, want []string) map[string]int {
 			if err := json.Unmarshal(msg.Payload(), &e); err != nil {
 				t.Fatalf("event payload: %v: %q", err, msg.Payload())
 			}
+			wiretest.WithinShape(t, msg.Payload(), wiretest.EventFile)
 			seen[e.ID]++
 			if wanted[e.ID] && seen[e.ID] == 1 {
 				missing--
