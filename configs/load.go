@@ -106,6 +106,15 @@ func Build(srcs ...Source) (*Config, error) {
 	return build(buildFull, srcs...)
 }
 
+// Check is Parse without the revision: the same verdict, values, origins
+// and problems, for a caller that validates many files and shows no
+// revision (edgeheal-fleet render validates every node's file with it).
+// The revision, a hash of the merged values' YAML, is about 40 % of a
+// Parse of a rendered node file.
+func Check(name string, data []byte) (*Config, error) {
+	return build(buildNoRevision, Source{Name: name, Data: data})
+}
+
 // A buildMode says what build computes beyond the verdict and the values.
 type buildMode int
 

@@ -406,8 +406,8 @@ var cmpValuesOnly = cmp.FilterPath(func(p cmp.Path) bool {
 }, cmp.Ignore())
 
 // FuzzParse checks that Parse never panics and never returns a config that
-// fails Validate, and that validate (edgeheal render's quick build) agrees
-// with it: the same values, or the same problems.
+// fails Validate, and that validate (edgeheal render's quick build) and
+// Check agree with it: the same values, or the same problems.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"", "version: 1\n", "colour: blue\n", "interval: 1s\ninterval: 2s\n", bomb(),
@@ -426,6 +426,10 @@ func FuzzParse(f *testing.F) {
 		if fmt.Sprint(err) != fmt.Sprint(qerr) {
 			t.Fatalf("Parse: %v\nvalidate: %v", err, qerr)
 		}
+		checked, cerr := Check("fuzz.yaml", data)
+		if fmt.Sprint(err) != fmt.Sprint(cerr) {
+			t.Fatalf("Parse: %v\nCheck: %v", err, cerr)
+		}
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("Parse returned a config with error %v", err)
@@ -434,6 +438,12 @@ func FuzzParse(f *testing.F) {
 		}
 		if diff := cmp.Diff(cfg, quick, cmpValuesOnly, cmpopts.IgnoreFields(Config{}, "Revision")); diff != "" {
 			t.Fatalf("validate's config differs from Parse's (-Parse +validate):\n%s", diff)
+		}
+		if diff := cmp.Diff(cfg, checked, cmpopts.IgnoreFields(Config{}, "Revision")); diff != "" {
+			t.Fatalf("Check's config differs from Parse's (-Parse +Check):\n%s", diff)
+		}
+		if checked.Revision != "" {
+			t.Fatalf("Check computed a revision, %s", checked.Revision)
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("Parse returned a config that fails Validate: %v", err)
