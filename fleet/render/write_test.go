@@ -173,7 +173,7 @@ func TestWriteLeavesNoPartialFile(t *testing.T) {
 			}
 			written, err := Write(dir, tt.files)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || written != nil {
-				t.Errorf("WriteRendered = %v, %v; want no result and an error naming %s", written, err, tt.wantErr)
+				t.Errorf("Write = %v, %v; want no result and an error naming %s", written, err, tt.wantErr)
 			}
 			if diff := cmp.Diff(tt.want, dirListing(t, dir)); diff != "" {
 				t.Errorf("output directory (-want +got):\n%s", diff)
