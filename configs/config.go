@@ -1,7 +1,9 @@
 // Package configs owns edgeheal's configuration: the version 1 schema, the
 // embedded defaults, layered loading (defaults, the main file, then
-// config.d/*.yaml in lexical order), the origin of every value, validation,
-// and the fleet templates and their renderer.
+// config.d/*.yaml in lexical order), the origin of every value, and
+// validation. Rendering fleet templates is the fleet side's (fleet/render),
+// which validates each node's file with Check; the templates it ships are
+// data in configs/fleet/.
 //
 // configs never touches the network or the system it configures: it reads
 // files and returns values or errors. A problem is always reported with the

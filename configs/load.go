@@ -40,10 +40,6 @@ const maxNodes = 20_000
 type Source struct {
 	Name string
 	Data []byte
-
-	// doc, when set, is Data already parsed (a fresh tree nothing else
-	// holds): edgeheal render's shapes, configs/render_shape.go.
-	doc *yaml.Node
 }
 
 // Problem is one thing wrong with the configuration.
@@ -100,53 +96,28 @@ func Parse(name string, data []byte) (*Config, error) {
 }
 
 // Build layers the sources over the embedded defaults, in order, and returns
-// the decoded, validated config. It never returns a config together with an
-// error, and never a config that fails Validate.
+// the decoded, validated config with its revision. It never returns a
+// config together with an error, and never a config that fails Validate.
 func Build(srcs ...Source) (*Config, error) {
-	return build(buildFull, srcs...)
+	cfg, err := build(srcs...)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Revision = revision(cfg)
+	return cfg, nil
 }
 
-// A buildMode says what build computes beyond the verdict and the values.
-type buildMode int
-
-const (
-	// buildFull is Build: origins (config show --origin, and the file
-	// named in each problem) and the revision.
-	buildFull buildMode = iota
-	// buildCheck records no origins and no key paths and hashes no
-	// revision: the config's values and whether it is valid, for a caller
-	// that only validates (edgeheal render). Its problems name no file or
-	// key: validate builds again with buildNoRevision for them.
-	buildCheck
-	// buildNoRevision is buildFull without the revision, which costs a
-	// sixth of a Build and which render never shows.
-	buildNoRevision
-)
-
-// validate is build for a caller that needs the verdict and the values,
-// not the origins: the quick build (buildCheck) first, and, only for a
-// config that fails, the full one for problems that name file and key.
-// Both give the same verdict: origins and paths only say where a problem
-// is, never whether there is one.
-func validate(srcs ...Source) (*Config, error) {
-	cfg, err := build(buildCheck, srcs...)
-	if err == nil {
-		return cfg, nil
-	}
-	// The full build parses the bytes again: a tree given in doc was
-	// changed by the first build, and the bytes are what a problem names.
-	again := make([]Source, len(srcs))
-	for i, src := range srcs {
-		again[i] = Source{Name: src.Name, Data: src.Data}
-	}
-	if _, full := build(buildNoRevision, again...); full != nil {
-		return nil, full
-	}
-	return nil, err // not reached while both builds agree
+// Check is Parse without the revision: the same verdict, values, origins
+// and problems, for a caller that validates many files and shows no
+// revision (edgeheal-fleet render validates every node's file with it).
+// The revision, a hash of the merged values' YAML, is about 40 % of a
+// Parse of a rendered node file.
+func Check(name string, data []byte) (*Config, error) {
+	return build(Source{Name: name, Data: data})
 }
 
-// build is Build, computing what mode says.
-func build(mode buildMode, srcs ...Source) (*Config, error) {
+// build is Build without the revision.
+func build(srcs ...Source) (*Config, error) {
 	files := make(map[*yaml.Node]string, layerNodesHint(srcs))
 	defaults, elemDefaults, err := embeddedDefaults()
 	if err != nil {
@@ -170,10 +141,7 @@ func build(mode buildMode, srcs ...Source) (*Config, error) {
 		return nil, errors.Join(problems...)
 	}
 	applyElementDefaults(root, elemDefaults, files)
-	w := walker{files: files}
-	if mode != buildCheck {
-		w.origins = Origins{}
-	}
+	w := walker{files: files, origins: Origins{}}
 	w.check(root, reflect.TypeOf(Config{}), "")
 	cfg := &Config{}
 	// With schema problems Decode skips the bad values (type errors do not
@@ -187,13 +155,8 @@ func build(mode buildMode, srcs ...Source) (*Config, error) {
 	if cfg.Node.Name == "" {
 		if h, err := hostname(); err == nil {
 			cfg.Node.Name = h
-			if cfg.Origins != nil {
-				cfg.Origins["node.name"] = Origin{File: HostnameName}
-			}
+			cfg.Origins["node.name"] = Origin{File: HostnameName}
 		}
-	}
-	if mode == buildFull {
-		cfg.Revision = revision(cfg)
 	}
 	problems = w.problems
 	if err := cfg.Validate(); err != nil {
@@ -225,10 +188,10 @@ func revision(c *Config) string {
 // replacing a non-mapping) replaces dst's. dst is not changed: the result
 // is a new mapping, and so is every mapping both have, down to where they
 // differ; everything else is shared with dst and src. So every Build
-// shares the parsed defaults rather than copying them (copying them was
-// a tenth of edgeheal render, docs/performance.md), and nothing after the
-// merge may change a node it did not make (applyElementDefaults copies a
-// list before it changes one).
+// shares the parsed defaults rather than copying them (copying them was a
+// tenth of a Build, measured in render's 10,000 Builds,
+// docs/performance.md), and nothing after the merge may change a node it
+// did not make (applyElementDefaults copies a list before it changes one).
 func mergeOver(dst, src *yaml.Node) *yaml.Node {
 	out := shallowCopy(dst)
 	for i := 0; i+1 < len(src.Content); i += 2 {
@@ -299,8 +262,9 @@ func noLines(n *yaml.Node) {
 // layerNodesHint is about how many nodes the sources' trees hold (a
 // rendered node file: one per 14 bytes), so that build's files map is
 // made once at its size rather than grown through every power of two: the
-// growing was 8 % of edgeheal render (docs/performance.md). The defaults'
-// nodes are not in the map at all (walker.file).
+// growing was 8 % of a Build (measured in render's 10,000 Builds,
+// docs/performance.md). The defaults' nodes are not in the map at all
+// (walker.file).
 func layerNodesHint(srcs []Source) int {
 	n := 0
 	for _, s := range srcs {

@@ -22,30 +22,10 @@ var (
 // walker checks a merged tree against the schema before decoding, so that
 // every problem is reported at once with its file and key path, and records
 // the origin of every value.
-//
-// A walker without origins (build's buildCheck) only finds whether there
-// are problems: it records nothing and builds no key paths, which were a
-// tenth of a Build; its problems name no key.
 type walker struct {
 	files    map[*yaml.Node]string
 	origins  Origins
 	problems []error
-}
-
-// join is joinKey(path, key), or nothing when w records no origins.
-func (w *walker) join(path, key string) string {
-	if w.origins == nil {
-		return ""
-	}
-	return joinKey(path, key)
-}
-
-// index is path[i], or nothing when w records no origins.
-func (w *walker) index(path string, i int) string {
-	if w.origins == nil {
-		return ""
-	}
-	return fmt.Sprintf("%s[%d]", path, i)
 }
 
 // reported says whether the schema walk already reported path or an
@@ -74,7 +54,7 @@ func (w *walker) file(n *yaml.Node) string {
 }
 
 func (w *walker) record(n *yaml.Node, line int, path string) {
-	if path == "" || w.origins == nil {
+	if path == "" {
 		return
 	}
 	o := Origin{File: w.file(n), Line: line}
@@ -130,7 +110,7 @@ func (w *walker) checkPeers(n *yaml.Node, path string) {
 	case n.Kind == yaml.SequenceNode:
 		for i, e := range n.Content {
 			if e.Kind != yaml.ScalarNode {
-				w.problem(e, w.index(path, i), "expected a base64 public key, got %s", kindName(e))
+				w.problem(e, fmt.Sprintf("%s[%d]", path, i), "expected a base64 public key, got %s", kindName(e))
 			}
 		}
 	default:
@@ -147,7 +127,7 @@ func (w *walker) checkStruct(n *yaml.Node, t reflect.Type, path string, null boo
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		kp := w.join(path, k.Value)
+		kp := joinKey(path, k.Value)
 		ft, ok := fieldByTag(t, k.Value)
 		if !ok {
 			w.problem(k, kp, "unknown key (known here: %s)", strings.Join(yamlKeys(t), ", "))
@@ -166,7 +146,7 @@ func (w *walker) checkList(n *yaml.Node, t reflect.Type, path string, null bool)
 		return
 	}
 	for i, e := range n.Content {
-		ep := w.index(path, i)
+		ep := fmt.Sprintf("%s[%d]", path, i)
 		w.record(e, e.Line, ep)
 		w.check(e, t.Elem(), ep)
 	}
@@ -181,7 +161,7 @@ func (w *walker) checkMap(n *yaml.Node, t reflect.Type, path string, null bool) 
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		kp := w.join(path, k.Value)
+		kp := joinKey(path, k.Value)
 		if k.Value == "" {
 			w.problem(k, kp, "empty key")
 		}
@@ -191,10 +171,10 @@ func (w *walker) checkMap(n *yaml.Node, t reflect.Type, path string, null bool) 
 }
 
 // fieldByTag is the type of t's field whose yaml tag is key. The schema
-// walk asks it for every key of every file, and edgeheal render walks
-// thousands of files: each struct type's keys are read from its tags once
-// (structKeys) rather than by scanning its fields and parsing their tags
-// at every key (7 % of a render, docs/performance.md).
+// walk asks it for every key of every file, and edgeheal-fleet render
+// walks thousands of files: each struct type's keys are read from its tags
+// once (structKeys) rather than by scanning its fields and parsing their
+// tags at every key (7 % of a render, docs/performance.md).
 func fieldByTag(t reflect.Type, key string) (reflect.Type, bool) {
 	ft, ok := structKeys(t)[key]
 	return ft, ok

@@ -1,8 +1,10 @@
 // Command edgeheal-fleet is the cloud side of edgeheal: it reads every
 // node's retained status and events from the MQTT broker and serves the
-// fleet as a web page and Prometheus metrics. Flags, wiring and signals
+// fleet as a web page and Prometheus metrics, and it renders the fleet's
+// templates into one config file per node. Flags, wiring and signals
 // only: the fleet's state is package fleet's, the broker connection
-// fleet/source's, the page and metrics fleet/web's.
+// fleet/source's, the page and metrics fleet/web's, rendering
+// fleet/render's.
 package main
 
 import (
@@ -32,9 +34,12 @@ const usage = `usage: edgeheal-fleet <command> [flags]
 
   run [--config FILE] [--listen ADDR]   read the fleet from the broker; serve the page and /metrics
   config check [--config FILE]          validate the configuration; exit 0 valid, 1 invalid
+  render --templates DIR --inventory FILE --out DIR
+                                        render fleet templates into one validated config per node
   version
 
-Exit codes: 0 ok, 1 invalid configuration, 2 usage error or could not run.
+Exit codes: 0 ok, 1 invalid configuration (render: a node failed), 2 usage error or could not run.
+Run 'edgeheal-fleet render --help' for render's flags.
 `
 
 func main() {
@@ -54,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stderr)
 	case args[0] == "config" && len(args) > 1 && args[1] == "check":
 		return cmdCheck(args[2:], stdout, stderr)
+	case args[0] == "render":
+		return cmdRender(args[1:], stdout, stderr)
 	case args[0] == "-h" || args[0] == "--help" || args[0] == "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -144,12 +151,18 @@ func serve(ctx context.Context, c fleet.Config, path string, log *slog.Logger) e
 // configFailed reports a configuration that could not be used: exit 2 when
 // the file could not be read, 1 when it is invalid.
 func configFailed(stderr io.Writer, err error) int {
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+	if unreadable(err) {
 		fmt.Fprintf(stderr, "edgeheal-fleet: %v\n", err)
 		return 2
 	}
 	fmt.Fprintf(stderr, "edgeheal-fleet: invalid configuration:\n  %s\n", indent(err))
 	return 1
+}
+
+// unreadable reports whether err means a file could not be read at all,
+// as opposed to being invalid.
+func unreadable(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission)
 }
 
 func indent(err error) string {

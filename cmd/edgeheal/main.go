@@ -52,7 +52,6 @@ func commands() []command {
 		{"config", "check or show the merged configuration", cmdConfig},
 		{"check", "one-shot diagnosis of this node; exit 1 if anything is unhealthy", cmdCheck},
 		{"status", "ask the running agent for its checks, states and last actions", cmdStatus},
-		{"render", "render fleet templates into per-node config files", cmdRender},
 		{"version", "print the version", cmdVersion},
 	}
 }
@@ -74,8 +73,18 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 			return exitCode(c.run(args[1:], stdout, stderr), stderr)
 		}
 	}
+	if where, ok := moved[args[0]]; ok {
+		fmt.Fprintf(stderr, "edgeheal: %s\n", where)
+		return exitCantRun
+	}
 	fmt.Fprintf(stderr, "edgeheal: unknown command %q; run 'edgeheal --help' for the list\n", args[0])
 	return exitCantRun
+}
+
+// moved are the commands that left the daemon, each with the one line that
+// says where to find it now.
+var moved = map[string]string{
+	"render": "render has moved to the fleet side: run 'edgeheal-fleet render' (package edgeheal-fleet) with the same flags",
 }
 
 func exitCode(err error, stderr io.Writer) int {

@@ -105,6 +105,29 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// Render moved to edgeheal-fleet: the daemon says so in one line, exits 2
+// whatever the flags, writes nothing, and no longer lists it.
+func TestRenderSaysWhereItMoved(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	for _, args := range [][]string{
+		{"render"},
+		{"render", "--templates", "../../configs/fleet", "--inventory", "../../configs/fleet/inventory.example.yaml", "--out", out},
+		{"render", "--help"},
+	} {
+		code, stdout, stderr := run(args...)
+		want := "edgeheal: render has moved to the fleet side: run 'edgeheal-fleet render' (package edgeheal-fleet) with the same flags\n"
+		if code != exitCantRun || stdout != "" || stderr != want {
+			t.Errorf("edgeheal %v = exit %d, stdout %q, stderr %q; want exit %d and only %q", args, code, stdout, stderr, exitCantRun, want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s exists (err %v): the daemon rendered", out, err)
+	}
+	if _, usage, _ := run("--help"); strings.Contains(usage, "render") {
+		t.Errorf("edgeheal --help still lists render:\n%s", usage)
+	}
+}
+
 // buildBinary builds edgeheal once for the process tests.
 func buildBinary(t *testing.T) string {
 	t.Helper()

@@ -78,11 +78,20 @@ func ours(path string) (string, bool) {
 func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
 
 // TestTheDaemonLinksOnlyProductCode: the edge binary links no lab, bench
-// or test-support package, not the fleet view, not the testing package,
-// and none of the dependencies replaced for its weight (grpc-go,
-// client_golang and protobuf's runtime, text/template); cmd/edgeheal
-// imports only agent (and its subpackages), configs, broker and wire of
-// ours.
+// or test-support package, nothing of fleet/ (the fleet view, nor
+// fleet/render: rendering fleet templates is edgeheal-fleet's), not the
+// testing package, no template package, and none of the dependencies
+// replaced for its weight (grpc-go, client_golang and protobuf's runtime);
+// cmd/edgeheal imports only agent (and its subpackages), configs, broker
+// and wire of ours.
+// templatePackages are the standard library's template packages: only the
+// fleet side (fleet/render, and fleet/web's page) may link them.
+var templatePackages = map[string]bool{
+	"text/template":       true,
+	"text/template/parse": true,
+	"html/template":       true,
+}
+
 func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 	p := goList(t, "-deps", "./cmd/edgeheal")
 	var bad []string
@@ -104,10 +113,12 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 			// binary (docs/performance.md, "Binary size"). probes'
 			// CRI client uses only protobuf's protowire.
 			bad = append(bad, d.ImportPath+" (the edge binary's weight: agent/metrics writes the Prometheus text format itself)")
-		case d.ImportPath == "text/template" || d.ImportPath == "html/template":
-			// Its MethodByName keeps every exported method of every type
-			// in the binary: 2.8 MB (docs/performance.md, "Binary size").
-			bad = append(bad, d.ImportPath+" (the edge binary's weight: configs/internal/template is text/template without method calls)")
+		case templatePackages[d.ImportPath]:
+			// The agent renders no templates (edgeheal-fleet render does),
+			// and text/template's MethodByName keeps every exported method
+			// of every type in the binary: 2.8 MB (docs/performance.md,
+			// "Binary size").
+			bad = append(bad, d.ImportPath+" (templates are edgeheal-fleet render's, not the daemon's)")
 		}
 	}
 	for _, d := range p {
@@ -131,7 +142,9 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 // parsing of broker URLs, TLS and password files) and wire (the JSON it
 // reads) of ours, and nothing of the agent: the agent's internals (its OS
 // backend, netlink, ethtool, wgctrl) have no business in the cloud. Nor
-// does it link the lab, test support or the testing package.
+// does it link the lab, test support or the testing package. configs,
+// the edge schema, comes in only through fleet/render, which validates
+// each rendered node file with the agent's own code.
 func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 	var bad []string
 	for _, d := range goList(t, "-deps", "./cmd/edgeheal-fleet") {
@@ -140,7 +153,13 @@ func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 		case d.ImportPath == "testing":
 			bad = append(bad, "testing (the standard library's test support)")
 		case mine && !under(rel, "fleet") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "cmd/edgeheal-fleet":
-			bad = append(bad, rel+" (only fleet/..., broker and wire of ours)")
+			bad = append(bad, rel+" (only fleet/..., broker and wire of ours, configs through fleet/render)")
+		}
+		for _, imp := range d.Imports {
+			irel, _ := ours(imp)
+			if mine && under(irel, "configs") && !configsImporters[rel] {
+				bad = append(bad, rel+" imports "+irel+" (edgeheal-fleet links configs only through fleet/render)")
+			}
 		}
 	}
 	if len(bad) > 0 {
@@ -148,8 +167,43 @@ func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 	}
 }
 
+// configsImporters are the packages of edgeheal-fleet that may import
+// configs: fleet/render alone, which validates every node file it renders
+// with the agent's schema code.
+var configsImporters = map[string]bool{
+	"fleet/render": true,
+}
+
+// TestTheFleetViewDoesNotRender: the fleet view's packages serve what the
+// agents report; rendering their configs is fleet/render's, which they
+// never import, so that neither grows into the other.
+func TestTheFleetViewDoesNotRender(t *testing.T) {
+	view := map[string]bool{"fleet": true, "fleet/source": true, "fleet/web": true}
+	var bad []string
+	for _, p := range goList(t, "-deps", "./fleet/...") {
+		rel, _ := ours(p.ImportPath)
+		if !view[rel] {
+			continue
+		}
+		delete(view, rel)
+		for _, d := range p.Deps {
+			if drel, _ := ours(d); under(drel, "fleet/render") {
+				bad = append(bad, rel+" depends on "+drel)
+			}
+		}
+	}
+	for rel := range view {
+		bad = append(bad, rel+" is gone: say in this test which packages are the fleet view now")
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("the fleet view renders:\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
 // TestTheKubernetesReporterLinksOnlyItsOwnCode: edgeheal-kube reads the
-// agent's JSON, not its code, which keeps it small.
+// agent's JSON, not its code, which keeps it small; it renders nothing,
+// so it links no template package and not fleet/render.
 func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
 	var bad []string
 	for _, d := range goList(t, "-deps", "./cmd/edgeheal-kube") {
@@ -157,6 +211,8 @@ func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
 		switch {
 		case d.ImportPath == "testing":
 			bad = append(bad, "testing (the standard library's test support)")
+		case templatePackages[d.ImportPath] || (mine && under(rel, "fleet/render")):
+			bad = append(bad, d.ImportPath+" (edgeheal-kube renders nothing)")
 		case mine && !under(rel, "kube") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "cmd/edgeheal-kube":
 			bad = append(bad, rel+" (only kube/..., configs, broker and wire of ours)")
 		}
@@ -288,13 +344,7 @@ const (
 // sizeExempt are the production files allowed to be longer, each with
 // why. A table can make the lab or the bench larger; say so here rather
 // than raising the limits.
-var sizeExempt = map[string]string{
-	// A copy of the standard library's text/template, kept as close to
-	// Go's own files as possible so that it can be updated by copying
-	// them again (configs/internal/template/doc.go says why it exists).
-	"configs/internal/template/exec.go":  "Go's text/template, copied",
-	"configs/internal/template/funcs.go": "Go's text/template, copied",
-}
+var sizeExempt = map[string]string{}
 
 // production reports whether a Go file is product code (the daemon, the
 // fleet side and the lab): not a test, not test support.

@@ -137,15 +137,15 @@ func Keys(doc []byte) ([]string, error) {
 func walk(v any, path string, set map[string]bool) {
 	switch t := v.(type) {
 	case map[string]any:
+		if freeForm(path) {
+			return // its keys are values: any key is in the format
+		}
 		for k, c := range t {
 			p := k
 			if path != "" {
 				p = path + "." + k
 			}
 			set[p] = true
-			if path == "evidence" || strings.HasSuffix(path, ".evidence") || strings.HasSuffix(path, ".features") || path == "features" {
-				continue // free-form maps: their keys are values
-			}
 			walk(c, p, set)
 		}
 	case []any:
@@ -153,6 +153,13 @@ func walk(v any, path string, set map[string]bool) {
 			walk(c, path+"[]", set)
 		}
 	}
+}
+
+// freeForm reports whether the object at path holds values by name (an
+// event's evidence, an uplink's features) rather than fields.
+func freeForm(path string) bool {
+	last := path[strings.LastIndex(path, ".")+1:]
+	return last == "evidence" || last == "features"
 }
 
 // WithinShape fails t when got has a key path the golden file does not:

@@ -1,17 +1,46 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/configs"
 )
 
 const fleetDir = "../../configs/fleet"
 
+// Exit codes of render, as they were when it was the daemon's command.
+const (
+	exitOK      = 0
+	exitProblem = 1
+	exitCantRun = 2
+)
+
+// runCommand runs edgeheal-fleet with args.
+func runCommand(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRenderWritesOneValidFilePerNode(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := run("render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", out)
+	code, stdout, stderr := runCommand("render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", out)
 	if code != exitOK {
 		t.Fatalf("exit code = %d, want 0; stderr:\n%s", code, stderr)
 	}
@@ -19,7 +48,7 @@ func TestRenderWritesOneValidFilePerNode(t *testing.T) {
 		t.Errorf("stdout = %q", stdout)
 	}
 	// Each file, installed as the node's drop-in over the packaged main
-	// file, passes `edgeheal config check`.
+	// file, loads as `edgeheal config check` loads it.
 	for _, node := range []string{"plant7-gw-01", "plant9-worker-01"} {
 		etc := t.TempDir()
 		data, err := os.ReadFile(filepath.Join(out, node+".yaml"))
@@ -32,8 +61,8 @@ func TestRenderWritesOneValidFilePerNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFile(t, filepath.Join(etc, "config.yaml"), string(main))
-		if code, _, stderr := run("config", "check", "--config", filepath.Join(etc, "config.yaml")); code != exitOK {
-			t.Errorf("config check of %s's file: exit %d\n%s", node, code, stderr)
+		if _, err := configs.Load(filepath.Join(etc, "config.yaml")); err != nil {
+			t.Errorf("%s's file over the packaged config: %v", node, err)
 		}
 	}
 }
@@ -51,7 +80,7 @@ func TestRenderAgainWritesOnlyTheNodesThatChanged(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	render := func() string {
 		t.Helper()
-		code, stdout, stderr := run("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
+		code, stdout, stderr := runCommand("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
 		if code != exitOK {
 			t.Fatalf("exit code = %d, want 0; stderr:\n%s", code, stderr)
 		}
@@ -94,7 +123,7 @@ nodes:
   - {name: good-2, site: plant-9, class: gw-fiber}
 `)
 	out := filepath.Join(dir, "out")
-	code, stdout, stderr := run("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
+	code, stdout, stderr := runCommand("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
 	if code != exitProblem {
 		t.Errorf("exit code = %d, want %d", code, exitProblem)
 	}
@@ -120,6 +149,50 @@ nodes:
 	}
 }
 
+// A render that fails leaves the last render's directory as it was: no
+// file replaced, no temporary file left.
+func TestRenderThatFailsLeavesTheOutputDirectoryAsItWas(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if code, _, stderr := runCommand("render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", out); code != exitOK {
+		t.Fatalf("the first render: exit %d\n%s", code, stderr)
+	}
+	before := listing(t, out)
+	inv := filepath.Join(dir, "inventory.yaml")
+	writeFile(t, inv, `vars:
+  dry_run: true
+  report: {broker: "ssl://mqtt.example.net:8883", server_name: mqtt.example.net}
+nodes:
+  - {name: plant7-worker-01, site: plant-7, class: worker}
+  - {name: plant9-gw-01, site: plant-9, class: gw-fiber, vars: {tunnel: {keepalive: 1.5s}}}
+`)
+	code, stdout, stderr := runCommand("render", "--templates", fleetDir, "--inventory", inv, "--out", out)
+	if code != exitProblem || stdout != "" || !strings.Contains(stderr, "node plant9-gw-01 (plant9-gw-01.yaml): invalid:") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit %d, nothing on stdout and plant9-gw-01's problem", code, stdout, stderr, exitProblem)
+	}
+	if diff := cmp.Diff(before, listing(t, out)); diff != "" {
+		t.Errorf("the output directory changed (-before +after):\n%s", diff)
+	}
+}
+
+// listing is every entry of dir, temporary files included, with its content.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e.Name()+"\n"+string(data))
+	}
+	return got
+}
+
 func TestRenderExitCodesForUsageAndUnreadableInput(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
@@ -131,10 +204,13 @@ func TestRenderExitCodesForUsageAndUnreadableInput(t *testing.T) {
 		{"a missing flag is a usage error", []string{"render", "--templates", fleetDir}, exitCantRun, "are all required"},
 		{"a missing inventory could not be read", []string{"render", "--templates", fleetDir, "--inventory", filepath.Join(dir, "nope.yaml"), "--out", dir}, exitCantRun, "reading inventory"},
 		{"a missing templates directory could not be read", []string{"render", "--templates", filepath.Join(dir, "nope"), "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", dir}, exitCantRun, "reading fleet templates"},
+		{"a stray argument is a usage error", []string{"render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", dir, "extra"}, exitCantRun, `unexpected argument "extra"`},
+		{"a malformed inventory is a problem, not a usage error", []string{"render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "sites", "plant-7.yaml"), "--out", dir}, exitProblem, "not a valid inventory"},
+		{"an output directory that cannot be made could not run", []string{"render", "--templates", fleetDir, "--inventory", filepath.Join(fleetDir, "inventory.example.yaml"), "--out", filepath.Join(fleetDir, "base.yaml.tmpl", "out")}, exitCantRun, "creating output directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, _, stderr := run(tt.args...)
+			code, _, stderr := runCommand(tt.args...)
 			if code != tt.code || !strings.Contains(stderr, tt.want) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, stderr, tt.code, tt.want)
 			}
