@@ -130,7 +130,7 @@ node: {name: gw-wedged}
 interval: 200ms
 uplinks: [{name: %s}]
 tunnels:
-  - {interface: %s, probe: {interval: 500ms}}
+  - {interface: %s, probe: {interval: 500ms, timeout: 500ms}}
 workloads:
   - {name: runtime-hangs, cri_socket: %s, pod: {namespace: factory, name: telemetry-0}, interval: 1s, misses: 2, mqtt: {broker: "tcp://10.43.0.10:1883", timeout: 1s}}
   - {name: broker-silent, netns: %s, interval: 1s, misses: 2, mqtt: {broker: "tcp://%s", timeout: 1s}}
