@@ -244,3 +244,31 @@ func TestNothingToChangeSendsNothing(t *testing.T) {
 		t.Errorf("requests %v, want none", k.log)
 	}
 }
+
+func TestErrnosMatchTheirSentinels(t *testing.T) {
+	sentinels := map[string]error{
+		"os.ErrNotExist": os.ErrNotExist, "os.ErrPermission": os.ErrPermission,
+		"errors.ErrUnsupported": errors.ErrUnsupported, "ErrUnknownFeature": ErrUnknownFeature,
+	}
+	for _, tt := range []struct {
+		err  error
+		want string // the one sentinel it matches, "" for none
+	}{
+		{&netlink.OpError{Op: "receive", Err: unix.ENODEV}, "os.ErrNotExist"},
+		{&netlink.OpError{Op: "receive", Err: unix.ENOENT}, ""},
+		{&netlink.OpError{Op: "receive", Err: unix.EPERM}, "os.ErrPermission"},
+		{&netlink.OpError{Op: "receive", Err: unix.EACCES}, "os.ErrPermission"},
+		{&netlink.OpError{Op: "receive", Err: unix.EOPNOTSUPP}, "errors.ErrUnsupported"},
+		// systemd's RestrictAddressFamilies= refusing the socket.
+		{os.NewSyscallError("socket", unix.EAFNOSUPPORT), "errors.ErrUnsupported"},
+		{&netlink.OpError{Op: "receive", Err: unix.EINVAL}, ""},
+		{errors.New("3 replies to one request"), ""},
+	} {
+		e := &Error{Op: "reading features", Device: "up0", err: tt.err}
+		for name, s := range sentinels {
+			if got := errors.Is(e, s); got != (name == tt.want) {
+				t.Errorf("%v: errors.Is(%s) = %v", tt.err, name, got)
+			}
+		}
+	}
+}

@@ -19,8 +19,10 @@ var ErrUnknownFeature = errors.New("no such feature")
 
 // Error is a request that failed. The netlink and errno values stay
 // inside: it matches os.ErrNotExist (no such device, ENODEV),
-// os.ErrPermission (EPERM, EACCES), errors.ErrUnsupported (EOPNOTSUPP) and
-// ErrUnknownFeature, and its text carries the kernel's own message.
+// os.ErrPermission (EPERM, EACCES), errors.ErrUnsupported (EOPNOTSUPP;
+// EAFNOSUPPORT: netlink sockets refused, as by systemd's
+// RestrictAddressFamilies= without AF_NETLINK) and ErrUnknownFeature, and
+// its text carries the kernel's own message.
 type Error struct {
 	Op     string // what was being done: "reading features", "changing features"
 	Device string // "" when the request named none
@@ -80,7 +82,7 @@ func (e *Error) Is(target error) bool {
 	case os.ErrPermission:
 		return errno == unix.EPERM || errno == unix.EACCES
 	case errors.ErrUnsupported:
-		return errno == unix.EOPNOTSUPP
+		return errno == unix.EOPNOTSUPP || errno == unix.EAFNOSUPPORT
 	}
 	return false
 }

@@ -39,7 +39,8 @@ type featureNames struct {
 
 // Dial opens a socket in the calling thread's network namespace. On a
 // kernel without the ethtool family (before Linux 5.6, or built without
-// CONFIG_ETHTOOL_NETLINK) the error matches errors.ErrUnsupported.
+// CONFIG_ETHTOOL_NETLINK), and where netlink sockets are refused
+// (EAFNOSUPPORT), the error matches errors.ErrUnsupported.
 func Dial() (*Conn, error) {
 	// Strict: extended acks (the kernel's message, "no device matches
 	// name") and strict checking of what is sent.
