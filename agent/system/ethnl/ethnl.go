@@ -42,12 +42,16 @@ type featureNames struct {
 // CONFIG_ETHTOOL_NETLINK), and where netlink sockets are refused
 // (EAFNOSUPPORT), the error matches errors.ErrUnsupported.
 func Dial() (*Conn, error) {
-	// Strict: extended acks (the kernel's message, "no device matches
-	// name") and strict checking of what is sent.
-	gc, err := genetlink.Dial(&netlink.Config{Strict: true})
+	// Not netlink.Config's Strict: it fails the dial where a socket option
+	// is missing (NETLINK_GET_STRICT_CHK came in 4.20), and a kernel that
+	// old must get as far as the family lookup, to fall back to the ioctl.
+	gc, err := genetlink.Dial(nil)
 	if err != nil {
 		return nil, &Error{Op: "opening a generic netlink socket", err: err}
 	}
+	// The kernel's own words for an error ("no device matches name"), where
+	// it has them (4.12 and later); without them an error is its errno.
+	_ = gc.SetOption(netlink.ExtendedAcknowledge, true)
 	c, err := newConn(gc)
 	if err != nil {
 		gc.Close()
@@ -71,7 +75,12 @@ func newConn(gc *genetlink.Conn) (*Conn, error) {
 var errNoFamily = fmt.Errorf("ethnl: the kernel has no ethtool netlink family (Linux 5.6 or later has it): %w", errors.ErrUnsupported)
 
 // Close closes the socket.
-func (c *Conn) Close() error { return c.c.Close() }
+func (c *Conn) Close() error {
+	if err := c.c.Close(); err != nil {
+		return &Error{Op: "closing", err: err}
+	}
+	return nil
+}
 
 // execute sends one request and returns the body of its one reply; with
 // ack (a request that has no reply), it returns nil once the kernel
