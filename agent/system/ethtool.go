@@ -1,9 +1,10 @@
 package system
 
-// The ethtool seam: a SIOCETHTOOL socket (github.com/safchain/ethtool)
-// bound to the namespace it was made in, reading and changing link
-// features by kernel name. ethtool(8)'s group names are expanded by netfix
-// before they reach it.
+// The ethtool seam: an ethtool netlink socket (ethnl) or, on kernels
+// without that family (before 5.6), a SIOCETHTOOL socket
+// (github.com/safchain/ethtool), bound to the namespace it was made in,
+// reading and changing link features by kernel name. ethtool(8)'s group
+// names are expanded by netfix before they reach it.
 
 import (
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/safchain/ethtool"
 	"golang.org/x/sys/unix"
 
+	"github.com/edgeheal/edgeheal/agent/system/ethnl"
 	"github.com/edgeheal/edgeheal/netfix"
 )
 
@@ -20,11 +22,27 @@ import (
 // links of the namespace the socket was created in, whatever namespace the
 // calling thread is in later. It is safe for concurrent use.
 type ethtoolSocket struct {
-	e *ethtool.Ethtool
+	e  *ethtool.Ethtool // the ioctl, when nl is nil
+	nl *ethnl.Conn
 }
 
-// openEthtool opens a socket in the calling thread's namespace.
+// openEthtool opens a socket in the calling thread's namespace: ethtool
+// netlink where the kernel has it, else the ioctl. The choice is made
+// here, once for the socket's life.
 func openEthtool() (*ethtoolSocket, error) {
+	nl, err := ethnl.Dial()
+	if err == nil {
+		return &ethtoolSocket{nl: nl}, nil
+	}
+	if !errors.Is(err, errors.ErrUnsupported) {
+		return nil, fmt.Errorf("opening an ethtool netlink socket: %w", err)
+	}
+	return openEthtoolIoctl()
+}
+
+// openEthtoolIoctl opens a SIOCETHTOOL socket in the calling thread's
+// namespace.
+func openEthtoolIoctl() (*ethtoolSocket, error) {
 	e, err := ethtool.NewEthtool()
 	if err != nil {
 		return nil, fmt.Errorf("opening an ethtool socket: %w", err)
@@ -33,6 +51,9 @@ func openEthtool() (*ethtoolSocket, error) {
 }
 
 func (s *ethtoolSocket) Close() error {
+	if s.nl != nil {
+		return s.nl.Close()
+	}
 	s.e.Close()
 	return nil
 }
@@ -48,6 +69,9 @@ func (n ethtoolNIC) FeaturesWithState(link string) (map[string]netfix.FeatureSta
 	sock, err := n.s.eth.use()
 	if err != nil {
 		return nil, err
+	}
+	if sock.nl != nil {
+		return netlinkFeatures(sock.nl, link)
 	}
 	fs, err := sock.e.FeaturesWithState(link)
 	if err != nil {
@@ -69,6 +93,9 @@ func (n ethtoolNIC) Change(link string, features map[string]bool) error {
 	sock, err := n.s.eth.use()
 	if err != nil {
 		return err
+	}
+	if sock.nl != nil {
+		return netlinkErr(link, sock.nl.Change(link, features))
 	}
 	if err := sock.e.Change(link, features); err != nil {
 		return linkErr(link, err)

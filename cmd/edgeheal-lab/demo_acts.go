@@ -77,7 +77,7 @@ func (d *demo) act2(ctx context.Context) error {
 		d.problem("offload still on 10 s after the re-plug")
 	} else {
 		d.sum.ReplugExposure = ex.Duration()
-		d.say("lab", "offload off again %s after the link appeared (seen at most one feature read, a few ms, late)", ms(d.sum.ReplugExposure))
+		d.say("lab", "offload off again %s after the link appeared (seen at most about 1 ms late)", ms(d.sum.ReplugExposure))
 	}
 	if err := sleepCtx(ctx, 5*time.Second); err != nil {
 		return err
