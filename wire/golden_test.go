@@ -78,6 +78,29 @@ func TestDecodeStatusAndEventRefuseWhatTheyCannotRead(t *testing.T) {
 	}
 }
 
+func TestDecodeHistoryRefusesWhatItCannotRead(t *testing.T) {
+	h, err := wire.DecodeHistory(wiretest.Golden(t, wiretest.HistoryFile))
+	if err != nil || len(h.Incidents) != 2 || len(h.Days.Healthy) != 2 {
+		t.Fatalf("DecodeHistory(golden) = %+v, %v", h, err)
+	}
+	if a, ok := h.Days.Availability(); !ok || a < 0.9997 || a > 0.9998 {
+		t.Errorf("availability over the golden days = %v, %v; want 121297/121327", a, ok)
+	}
+	if _, ok := (wire.Series{}).Availability(); ok {
+		t.Error("an empty series has an availability")
+	}
+	for _, tc := range []struct{ name, doc string }{
+		{"another version", `{"v":2,"node":"n"}`},
+		{"no node", `{"v":1}`},
+		{"series of different lengths", `{"v":1,"node":"n","hours":{"step_seconds":3600,"healthy":[1,2],"dark":[0],"degraded":[0,0],"incidents":[0,0]}}`},
+		{"a series without a step", `{"v":1,"node":"n","days":{"healthy":[1],"dark":[0],"degraded":[0],"incidents":[0]}}`},
+	} {
+		if _, err := wire.DecodeHistory([]byte(tc.doc)); err == nil {
+			t.Errorf("DecodeHistory(%s) = nil error", tc.name)
+		}
+	}
+}
+
 func TestNodeStateAndSummary(t *testing.T) {
 	sum, state := wire.Summarize(wiretest.Checks())
 	if state != wire.StateDegraded || sum.Total != 5 || sum.Healthy != 3 {
@@ -98,6 +121,9 @@ func TestTopics(t *testing.T) {
 	node, kind, err := wire.ParseTopic(wire.DefaultTopicPrefix, topic)
 	if err != nil || node != "edge-17" || kind != wire.TopicStatus {
 		t.Errorf("ParseTopic(%q) = %q, %q, %v", topic, node, kind, err)
+	}
+	if _, kind, err := wire.ParseTopic(wire.DefaultTopicPrefix, wire.Topic(wire.DefaultTopicPrefix, "n", wire.TopicHistory)); err != nil || kind != wire.TopicHistory {
+		t.Errorf("the history topic: %q, %v", kind, err)
 	}
 	for _, bad := range []string{"edgeheal/v2/n/status", "edgeheal/v1//status", "edgeheal/v1/n/x", "edgeheal/v1/n/status/x"} {
 		if _, _, err := wire.ParseTopic(wire.DefaultTopicPrefix, bad); err == nil {

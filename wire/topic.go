@@ -13,6 +13,7 @@ const DefaultTopicPrefix = "edgeheal/v1"
 const (
 	TopicStatus = "status" // retained Status, and the Last Will
 	TopicEvent  = "event"  // EventMessage, one per event, not retained
+	// TopicHistory (history.go): a retained History.
 )
 
 // Topic is <prefix>/<node>/<kind>.
@@ -27,8 +28,8 @@ func ParseTopic(prefix, topic string) (node, kind string, err error) {
 		return "", "", fmt.Errorf("topic %q is not under %s/", topic, prefix)
 	}
 	node, kind, ok = strings.Cut(rest, "/")
-	if !ok || node == "" || strings.Contains(kind, "/") || (kind != TopicStatus && kind != TopicEvent) {
-		return "", "", fmt.Errorf("topic %q: want %s/<node>/%s or %s/<node>/%s", topic, prefix, TopicStatus, prefix, TopicEvent)
+	if !ok || node == "" || strings.Contains(kind, "/") || (kind != TopicStatus && kind != TopicEvent && kind != TopicHistory) {
+		return "", "", fmt.Errorf("topic %q: want %s/<node>/%s, %s or %s", topic, prefix, TopicStatus, TopicEvent, TopicHistory)
 	}
 	return node, kind, nil
 }

@@ -26,6 +26,7 @@ const (
 	WillFile        = "will.json"         // the Last Will: a lost Status
 	LocalStatusFile = "local-status.json" // /v1/status with a check of every kind
 	EventFile       = "event.json"        // an EventMessage on the event topic
+	HistoryFile     = "history.json"      // a History on the history topic
 )
 
 // When is the time every example is stamped with.
@@ -85,9 +86,34 @@ func EventMessage() wire.EventMessage {
 	}}
 }
 
+// History is the history topic's example: three hours and two days of a
+// node whose tunnel was dark for 10 s, healed by a forced handshake, and
+// 20 s more while its uplink was out.
+func History() wire.History {
+	hour := When.Truncate(time.Hour)
+	day := When.Truncate(24 * time.Hour)
+	return wire.History{V: wire.Version, Node: "edge-17", Site: "plant-7", TS: When, Since: day.Add(-24 * time.Hour),
+		Hours: wire.Series{Start: hour.Add(-2 * time.Hour), Step: 3600,
+			Healthy: []int{3600, 3570, 2527}, Dark: []int{0, 30, 0}, Degraded: []int{0, 0, 0}, Incidents: []int{0, 2, 0}},
+		Days: wire.Series{Start: day.Add(-24 * time.Hour), Step: 86400,
+			Healthy: []int{86400, 34897}, Dark: []int{0, 30}, Degraded: []int{0, 0}, Incidents: []int{0, 2}},
+		Targets: []wire.TargetSummary{
+			{Kind: wire.KindPeer, Target: "wg0/AbCdEfGh", HealthySeconds: 121297, DarkSeconds: 30, Incidents: 2,
+				OutageP50Seconds: 10, OutageP95Seconds: 20, OutageMaxSeconds: 20, MTTRSeconds: 15, Repairs: map[string]int{"handshake": 1, "itself": 1}},
+			{Kind: wire.KindUplink, Target: "wwan0", HealthySeconds: 121327},
+		},
+		Incidents: []wire.Incident{
+			{ID: "7a1c0a9e8d7b6a5f4e3d2c1b", Kind: wire.KindPeer, Target: "wg0/AbCdEfGh", Start: When.Add(-50 * time.Minute), End: When.Add(-50*time.Minute + 20*time.Second),
+				DurationSeconds: 20, Diagnosis: "uplink outage: no default route", Repairs: []string{"reassert"}},
+			{ID: "5f1c0a9e8d7b6a5f4e3d2c1b", Kind: wire.KindPeer, Target: "wg0/AbCdEfGh", Start: When.Add(-55 * time.Minute), End: When.Add(-55*time.Minute + 10*time.Second),
+				DurationSeconds: 10, Diagnosis: "probe missed: timeout", Repairs: []string{"reassert", "handshake"}, HealedBy: "handshake"},
+		},
+	}
+}
+
 // Examples are every golden file's example value.
 func Examples() map[string]any {
-	return map[string]any{StatusFile: Status(), WillFile: Will(), LocalStatusFile: LocalStatus(), EventFile: EventMessage()}
+	return map[string]any{StatusFile: Status(), WillFile: Will(), LocalStatusFile: LocalStatus(), EventFile: EventMessage(), HistoryFile: History()}
 }
 
 // Dir is wire/testdata.
