@@ -64,6 +64,7 @@ func (m *Monitor) update(ctx context.Context, r *tunnelReading, suspicion, nudge
 	}
 	m.forgetRemoved(len(r.peers), now)
 	m.setPathTargets(m.order)
+	m.flushEvents() // what the round found is reported before a rung can take its time
 
 	// Act: a link a bounce left down first, the keepalive, the ladder.
 	m.bringUp(ctx)

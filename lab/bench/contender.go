@@ -252,8 +252,8 @@ func agentDetected(evs []Event, t time.Time) (time.Time, string, bool) {
 
 // LogEvents extracts the events from the daemon's log: the lines of its
 // "events" component (time, msg = summary, event_id, kind, target, action,
-// result). The time is when the line was logged, within milliseconds of
-// the event.
+// result, ts). The time is the event's own (ts); a log without it (an
+// older daemon) gives the time the line was logged.
 func LogEvents(lines []LogLine) []Event {
 	var out []Event
 	for _, ll := range lines {
@@ -263,10 +263,14 @@ func LogEvents(lines []LogLine) []Event {
 		str := func(k string) string { s, _ := ll.Attrs[k].(string); return s }
 		var e Event
 		e.ID, e.Time, e.Kind, e.Target = str("event_id"), ll.Time, str("kind"), str("target")
+		stamped := false
+		if ts, err := time.Parse(time.RFC3339Nano, str("ts")); err == nil {
+			e.Time, stamped = ts, true // the event's own time: the recorder logs it when it records it
+		}
 		e.Action, e.Result, e.Summary = str("action"), str("result"), ll.Msg
 		if d, ok := ll.Attrs["duration_seconds"].(float64); ok {
 			e.Duration = d
-			if e.Kind == "action" {
+			if e.Kind == "action" && !stamped {
 				// Action events are logged when the action is done; their
 				// time is when it started.
 				e.Time = e.Time.Add(-time.Duration(d * float64(time.Second)))

@@ -323,3 +323,15 @@ func TestLogEventsAndActions(t *testing.T) {
 		t.Errorf("actions (-want +got):\n%s", diff)
 	}
 }
+
+// The recorder logs an event when it records it, which can be a round
+// later; its ts is when it happened, and that is what counts.
+func TestLogEventsTakeTheEventsOwnTime(t *testing.T) {
+	log := `{"time":"2026-11-29T12:00:11.3Z","level":"INFO","msg":"x-wg/AbCd dark","component":"events","event_id":"e1","kind":"incident","target":"x-wg/AbCd","result":"opened","ts":"2026-11-29T12:00:10.05Z"}
+{"time":"2026-11-29T12:00:12.9Z","level":"INFO","msg":"handshake on x-wg/AbCd: changed","component":"events","event_id":"e2","kind":"action","target":"x-wg/AbCd","action":"handshake","result":"changed","duration_seconds":0.5,"ts":"2026-11-29T12:00:11.4Z"}
+`
+	evs := LogEvents(ParseLogs([]byte(log)))
+	if len(evs) != 2 || !evs[0].Time.Equal(at(10.05)) || !evs[1].Time.Equal(at(11.4)) {
+		t.Errorf("events %+v, want them at their own times 10.05 and 11.4 (an action's ts is its start)", evs)
+	}
+}
