@@ -349,6 +349,7 @@ func (b tunnelBook) setPeer(key string, heal []string, st peerState, now time.Ti
 func samePeerRecord(a, b peerState) bool {
 	a.Streak, b.Streak = 0, 0
 	a.Reason, b.Reason = "", ""
+	a.LastGood, b.LastGood = time.Time{}, time.Time{}
 	return a == b
 }
 

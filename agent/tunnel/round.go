@@ -138,7 +138,7 @@ func (m *Monitor) forgetRemoved(seen int, now time.Time) {
 		m.book.dropPeer(k.String(), now)
 		if p.selected && !p.st.Opened.IsZero() {
 			m.event(core.Event{Time: now, Kind: "recovered", Target: p.id, Result: "peer-removed",
-				Duration: now.Sub(p.st.Opened).Seconds(),
+				Duration: now.Sub(p.st.began()).Seconds(),
 				Summary:  fmt.Sprintf("%s removed from %s while %s: incident closed", p.id, m.spec.cfg.Interface, p.st.Phase)})
 		}
 	}
@@ -154,8 +154,8 @@ func (m *Monitor) alertDegraded(degraded []*peerTrack, now time.Time) {
 		p.alertEvery = ladderAlertBackoff(p.alertEvery, m.cooldown, m.window)
 		p.alertAt = now.Add(p.alertEvery)
 		m.event(core.Event{Time: now, Kind: "degraded", Target: p.id, Result: "alert",
-			Duration: now.Sub(p.st.Opened).Seconds(),
-			Summary: fmt.Sprintf("%s still dark since %s (%s); gave up: %s", p.id, p.st.Opened.UTC().Format(time.RFC3339),
+			Duration: now.Sub(p.st.began()).Seconds(),
+			Summary: fmt.Sprintf("%s still dark since %s (%s); gave up: %s", p.id, p.st.began().UTC().Format(time.RFC3339),
 				p.st.Reason, p.st.GaveUp),
 			Evidence: map[string]any{"next_alert_seconds": p.alertEvery.Seconds()}})
 	}
@@ -196,7 +196,7 @@ func (m *Monitor) apply(p *peerTrack, obs peerObservation) {
 		p.alertEvery = ladderAlertBackoff(0, m.cooldown, m.window)
 		p.alertAt = now.Add(p.alertEvery)
 		m.event(core.Event{Time: now, Kind: "gave-up", Target: p.id, Result: "degraded",
-			Duration: now.Sub(p.st.Opened).Seconds(),
+			Duration: now.Sub(p.st.began()).Seconds(),
 			Summary:  fmt.Sprintf("%s: gave up, alert only until healthy: %s (%s)", p.id, p.st.GaveUp, p.st.Reason),
 			Evidence: p.evidence(now)})
 	}
@@ -208,7 +208,7 @@ func (m *Monitor) closed(p *peerTrack, prev peerState, now time.Time) {
 	if prev.Phase == peerHealing && m.rungName(prev.Rung) != "" {
 		healed = "healed by " + m.rungName(prev.Rung)
 	}
-	took := now.Sub(prev.Opened)
+	took := now.Sub(prev.began())
 	m.log.Info("peer healthy again: incident closed", "peer", p.id, "how", healed, "duration_seconds", took.Seconds())
 	m.event(core.Event{Time: now, Kind: "recovered", Target: p.id, Result: "ok", Duration: took.Seconds(),
 		Summary:  fmt.Sprintf("%s healthy again after %s: %s", p.id, took.Round(time.Millisecond), healed),
@@ -233,6 +233,9 @@ func (p *peerTrack) evidence(now time.Time) map[string]any {
 		"tx_bytes":              p.sig.tx,
 		"keepalive_seconds":     p.sig.keepalive.Seconds(),
 		"state":                 string(p.st.Phase),
+	}
+	if b := p.st.began(); !b.IsZero() {
+		ev["began"] = b.UTC().Format(time.RFC3339Nano) // the incident's start: its last good observation
 	}
 	if p.probe != "" {
 		ev["probe"] = p.probe

@@ -34,6 +34,11 @@ type peerState struct {
 	Reason  string    // the last bad signal
 	GaveUp  string    // why the ladder gave up (degraded)
 	Opened  time.Time // when the incident opened (entered down); zero: none open
+	// LastGood is the last good observation. An incident began there, not
+	// when it was confirmed (Began): a tunnel dark for 10 s is a 10 s
+	// incident, however many misses confirm it.
+	LastGood time.Time
+	Began    time.Time // the open incident's start: its LastGood, or its first bad observation without one
 }
 
 // PeerObservation is what one round saw of a peer, plus what the ladder did
@@ -113,7 +118,8 @@ func nextPeer(s peerState, obs peerObservation, p peerPolicy) peerState {
 	case !obs.Bad:
 		enter(peerOK)
 		s.Streak, s.Rung, s.Reason, s.GaveUp = 0, 0, "", ""
-		s.ActedAt, s.DoneAt, s.Opened = time.Time{}, time.Time{}, time.Time{}
+		s.ActedAt, s.DoneAt, s.Opened, s.Began = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		s.LastGood = obs.Now
 		return s
 	}
 	s.Streak++
@@ -122,7 +128,10 @@ func nextPeer(s peerState, obs peerObservation, p peerPolicy) peerState {
 	case peerOK, peerSuspect:
 		if obs.Confirmed || s.Streak >= max(p.Misses, 1) {
 			enter(peerDown)
-			s.Opened = obs.Now
+			s.Opened, s.Began = obs.Now, s.LastGood
+			if s.Began.IsZero() {
+				s.Began = obs.Now
+			}
 		} else {
 			enter(peerSuspect)
 		}
@@ -137,4 +146,13 @@ func nextPeer(s peerState, obs peerObservation, p peerPolicy) peerState {
 		// Stays: down waits for the ladder; degraded is sticky until healthy.
 	}
 	return s
+}
+
+// began is when the open incident of s began (its last good observation),
+// or when it opened for a state recorded before Began was kept.
+func (s peerState) began() time.Time {
+	if s.Began.IsZero() {
+		return s.Opened
+	}
+	return s.Began
 }

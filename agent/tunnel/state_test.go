@@ -33,7 +33,7 @@ func TestNextPeer(t *testing.T) {
 		{
 			name: "a healthy observation keeps a fresh peer ok",
 			obs:  good(0),
-			want: peerState{Phase: peerOK, Since: at(0)},
+			want: peerState{Phase: peerOK, Since: at(0), LastGood: at(0)},
 		},
 		{
 			name: "one probe miss makes an ok peer suspect, nothing more",
@@ -48,29 +48,29 @@ func TestNextPeer(t *testing.T) {
 			want: peerState{Phase: peerSuspect, Since: at(1), Streak: 2, Reason: "probe missed: timeout"},
 		},
 		{
-			name: "the third miss in a row confirms: down and an incident opened",
-			s:    peerState{Phase: peerSuspect, Since: at(1), Streak: 2},
+			name: "the third miss in a row confirms: down and an incident opened at the last good observation",
+			s:    peerState{Phase: peerSuspect, Since: at(1), Streak: 2, LastGood: at(0)},
 			obs:  miss(3),
-			want: peerState{Phase: peerDown, Since: at(3), Streak: 3, Reason: "probe missed: timeout", Opened: at(3)},
+			want: peerState{Phase: peerDown, Since: at(3), Streak: 3, Reason: "probe missed: timeout", Opened: at(3), LastGood: at(0), Began: at(0)},
 		},
 		{
 			name: "with misses 1 the first miss confirms",
 			s:    peerState{Phase: peerOK},
 			obs:  miss(1),
 			p:    peerPolicy{Misses: 1, Heal: configs.HealRungs},
-			want: peerState{Phase: peerDown, Since: at(1), Streak: 1, Reason: "probe missed: timeout", Opened: at(1)},
+			want: peerState{Phase: peerDown, Since: at(1), Streak: 1, Reason: "probe missed: timeout", Opened: at(1), Began: at(1)},
 		},
 		{
 			name: "a good probe between misses clears a suspect peer",
 			s:    peerState{Phase: peerSuspect, Since: at(1), Streak: 2, Reason: "probe missed: timeout"},
 			obs:  good(3),
-			want: peerState{Phase: peerOK, Since: at(3)},
+			want: peerState{Phase: peerOK, Since: at(3), LastGood: at(3)},
 		},
 		{
 			name: "a confirmed slow signal goes from ok straight to down",
 			s:    peerState{Phase: peerOK},
 			obs:  peerObservation{Now: at(5), Bad: true, Confirmed: true, Reason: "handshake age 3m31s over stale_after 3m30s"},
-			want: peerState{Phase: peerDown, Since: at(5), Streak: 1, Reason: "handshake age 3m31s over stale_after 3m30s", Opened: at(5)},
+			want: peerState{Phase: peerDown, Since: at(5), Streak: 1, Reason: "handshake age 3m31s over stale_after 3m30s", Opened: at(5), Began: at(5)},
 		},
 		{
 			name: "a probe that errored leaves a suspect peer exactly as it was",
@@ -115,13 +115,13 @@ func TestNextPeer(t *testing.T) {
 			name: "a healthy observation while healing closes the incident and resets the ladder",
 			s:    healing,
 			obs:  good(5),
-			want: peerState{Phase: peerOK, Since: at(5)},
+			want: peerState{Phase: peerOK, Since: at(5), LastGood: at(5)},
 		},
 		{
 			name: "a down peer that recovers by itself is ok",
 			s:    down,
 			obs:  good(4),
-			want: peerState{Phase: peerOK, Since: at(4)},
+			want: peerState{Phase: peerOK, Since: at(4), LastGood: at(4)},
 		},
 		{
 			name: "giving up makes a down peer degraded with the reason",
@@ -139,7 +139,7 @@ func TestNextPeer(t *testing.T) {
 			name: "degraded ends only with a healthy observation",
 			s:    peerState{Phase: peerDegraded, Since: at(9), Streak: 3, Rung: 5, Reason: "probe missed: timeout", GaveUp: "budget spent", Opened: at(2)},
 			obs:  good(100),
-			want: peerState{Phase: peerOK, Since: at(100)},
+			want: peerState{Phase: peerOK, Since: at(100), LastGood: at(100)},
 		},
 	}
 	for _, tt := range tests {

@@ -107,6 +107,11 @@ type status struct {
 	SuspectSent  bool      // a suspicion was reported during this down period
 	LastObserved time.Time
 	Blind        int // rounds in a row whose probes could not be made
+	// LastGood is the last round the broker answered from the pod, Began
+	// the start of the incident open now (its LastGood; zero: none open):
+	// an incident runs from the last good observation, not from the round
+	// that confirmed it.
+	LastGood, Began time.Time
 }
 
 // nextWorkload is the workload state machine. A round whose probe could not
@@ -137,6 +142,7 @@ func next(s status, d diagnosis, detail, nsID string, misses int, now time.Time)
 	switch d {
 	case diagOK:
 		s.Bad, s.Overlay = 0, 0
+		s.LastGood = now
 		state = stateOK
 	case diagNoPod:
 		s.Bad, s.Overlay = 0, 0
@@ -157,6 +163,14 @@ func next(s status, d diagnosis, detail, nsID string, misses int, now time.Time)
 		s.State, s.Since = state, now
 		if state != stateDown {
 			s.SuspectSent = false
+		}
+		switch {
+		case state == stateDown && !s.LastGood.IsZero():
+			s.Began = s.LastGood
+		case state == stateDown:
+			s.Began = now
+		default:
+			s.Began = time.Time{}
 		}
 	}
 	return s, d == diagOverlay && s.Overlay >= misses

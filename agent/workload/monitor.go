@@ -369,10 +369,12 @@ func (m *Monitor) stateEvent(r *run, prev, next status, rr roundResult, now time
 	case next.State == stateDown:
 		ev.Kind = "incident"
 		ev.Summary = fmt.Sprintf("workload %s: broker path down (%s): %s", r.cfg.Name, next.Diagnosis, next.Detail)
+		ev.Evidence["began"] = next.Began.UTC().Format(time.RFC3339Nano) // the last good observation
 	case prev.State == stateDown && next.State == stateOK:
 		ev.Kind = "recovered"
-		ev.Duration = now.Sub(prev.Since).Seconds()
-		ev.Summary = fmt.Sprintf("workload %s: broker reachable from the pod again after %s", r.cfg.Name, now.Sub(prev.Since).Round(time.Second))
+		took := now.Sub(prev.Began)
+		ev.Duration = took.Seconds()
+		ev.Summary = fmt.Sprintf("workload %s: broker reachable from the pod again after %s", r.cfg.Name, took.Round(time.Second))
 	case next.State == stateSuspect:
 		return // not confirmed yet: logged in Checks, not an event
 	default:
