@@ -30,8 +30,11 @@ type History struct {
 	Hours Series `json:"hours"` // per hour, the last 48
 	Days  Series `json:"days"`  // per UTC day, the last 90
 	// Targets are every target's totals over the days kept, in the order
-	// of the checks (kind, then target).
-	Targets []TargetSummary `json:"targets"`
+	// of the checks (kind, then target). A node with very many (a hub)
+	// names its least available ones and counts the rest in
+	// TargetsOmitted.
+	Targets        []TargetSummary `json:"targets"`
+	TargetsOmitted int             `json:"targets_omitted,omitempty"`
 	// Incidents are the newest incidents, newest first: at most
 	// HistoryIncidents, the open ones included.
 	Incidents []Incident `json:"incidents"`

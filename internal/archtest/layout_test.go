@@ -232,7 +232,7 @@ func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
 // may link them.
 func TestImportsFlowOneWay(t *testing.T) {
 	components := []string{"agent/offload", "agent/tunnel", "agent/workload", "agent/clock"}
-	reporters := []string{"agent/recorder", "agent/outbox", "agent/mqtt", "agent/httpapi", "agent/metrics", "agent/evidence", "agent/system"}
+	reporters := []string{"agent/recorder", "agent/history", "agent/outbox", "agent/mqtt", "agent/httpapi", "agent/metrics", "agent/evidence", "agent/system"}
 	rules := []struct {
 		pkg, must string
 		not       []string
