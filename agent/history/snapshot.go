@@ -3,6 +3,7 @@ package history
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeheal/edgeheal/wire"
@@ -129,3 +130,29 @@ func (t *target) summary(now time.Time) wire.TargetSummary {
 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+// Total is one target's account since its history began (kept across
+// restarts), for counters that only grow.
+type Total struct {
+	Kind, Target              string
+	DarkSeconds, DegradedSecs float64
+	Incidents                 int
+}
+
+// Totals are every target's totals since the history began, in the order
+// of the checks.
+func (b *Book) Totals() []Total {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Total, 0, len(b.targets))
+	for _, t := range b.targets {
+		out = append(out, Total{Kind: t.Kind, Target: t.Name, DarkSeconds: t.Tr.All.Dark, DegradedSecs: t.Tr.All.Degraded, Incidents: t.Tr.All.Incidents})
+	}
+	slices.SortFunc(out, func(a, b Total) int {
+		if a.Kind != b.Kind {
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		return strings.Compare(a.Target, b.Target)
+	})
+	return out
+}

@@ -77,8 +77,9 @@ type pend struct {
 // tracker is one target's (or the whole node's) seconds per hour and per
 // day.
 type tracker struct {
-	Hours   ring `json:"hours"`
-	Days    ring `json:"days"`
+	Hours   ring   `json:"hours"`
+	Days    ring   `json:"days"`
+	All     counts `json:"all"` // since the history began: what the metrics count
 	pending []pend
 	last    state // the state of the last sweep
 }
@@ -126,7 +127,7 @@ func (tr *tracker) add(s state, t time.Time, secs float64) {
 	if s == unobserved || secs <= 0 {
 		return
 	}
-	for _, c := range []*counts{tr.Hours.at(t, hoursKept), tr.Days.at(t, daysKept)} {
+	for _, c := range []*counts{tr.Hours.at(t, hoursKept), tr.Days.at(t, daysKept), &tr.All} {
 		if c == nil {
 			continue
 		}
@@ -143,7 +144,7 @@ func (tr *tracker) add(s state, t time.Time, secs float64) {
 
 // opened counts an incident that opened at t.
 func (tr *tracker) opened(t time.Time) {
-	for _, c := range []*counts{tr.Hours.at(t, hoursKept), tr.Days.at(t, daysKept)} {
+	for _, c := range []*counts{tr.Hours.at(t, hoursKept), tr.Days.at(t, daysKept), &tr.All} {
 		if c != nil {
 			c.Incidents++
 		}

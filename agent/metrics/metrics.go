@@ -46,7 +46,17 @@ type Metrics struct {
 	events        *vec
 	reloadOK      *vec
 	reloadTime    *vec
+	incidentDur   *vec
 	checks        map[[2]string]string // (kind, target) → state, to delete stale series
+	history       func() []TargetTotal
+}
+
+// TargetTotal is one target's account since the node's history began
+// (agent/history: kept across restarts, so the counters only grow).
+type TargetTotal struct {
+	Kind, Target                 string
+	DarkSeconds, DegradedSeconds float64
+	Incidents                    int
 }
 
 // funcMetric is an unlabelled value read when scraped.
@@ -58,9 +68,15 @@ type funcMetric struct {
 // Options wire the metrics that read live values.
 type Options struct {
 	Version string
-	Outbox  OutboxStats // nil: outbox metrics stay absent
-	MQTT    func() bool // connected; nil: absent
+	Outbox  OutboxStats          // nil: outbox metrics stay absent
+	MQTT    func() bool          // connected; nil: absent
+	History func() []TargetTotal // the history's totals; nil: absent
 }
+
+// incidentBuckets are edgeheal_incident_duration_seconds' upper bounds:
+// the outages the field cares about run from seconds (a re-plug, a
+// forced handshake) to minutes (a carrier outage) and hours (gave up).
+var incidentBuckets = []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600}
 
 // probeBuckets are edgeheal_probe_duration_seconds' upper bounds: a
 // probe on a healthy path takes milliseconds, a timeout seconds.
@@ -84,7 +100,10 @@ func New(opts Options) *Metrics {
 			"1 if the last configuration load or reload succeeded, 0 if it failed (the previous config stays in force)."),
 		reloadTime: newVec(typeGauge, "edgeheal_config_last_reload_success_timestamp_seconds",
 			"Unix time of the last successful configuration load or reload."),
-		checks: map[[2]string]string{},
+		incidentDur: newHistogramVec("edgeheal_incident_duration_seconds",
+			"How long closed incidents lasted, from the last good observation to the first good one again.", incidentBuckets, "kind"),
+		checks:  map[[2]string]string{},
+		history: opts.History,
 	}
 	m.buildInfo.with(runtime.Version(), opts.Version).v = 1
 	m.reloadOK.with() // 0 until the first load, as the gauges were
@@ -150,9 +169,12 @@ func (m *Metrics) WriteText(b *bytes.Buffer) {
 			writeSample(b, f.name, nil, nil, "", "", v)
 		}})
 	}
+	for _, v := range historyMetrics(m.history) {
+		es = append(es, entry{v.name, func() { v.write(b) }})
+	}
 	m.mu.Lock()
 	for _, v := range []*vec{m.buildInfo, m.checkState, m.checkHealthy, m.handshakeAge, m.probeDuration,
-		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime} {
+		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime, m.incidentDur} {
 		es = append(es, entry{v.name, func() { v.write(b) }})
 	}
 	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.name, b.name) })
@@ -228,6 +250,15 @@ func (m *Metrics) ObserveEvent(e core.Event) {
 		m.remediations.with(e.Action, e.Result).v++
 	case "offload-drift":
 		m.offloadDrift.with(e.Target).v++
+	case "recovered":
+		if e.Target == "outbox" {
+			break // the outbox's own trouble: not a target's outage
+		}
+		kind := wire.KindWorkload
+		if strings.Contains(e.Target, "/") {
+			kind = wire.KindPeer
+		}
+		m.incidentDur.observe(m.incidentDur.with(kind), e.Duration)
 	case "offload-fight":
 		// A fight reports its flips in batches (wire.EventOffloadFight).
 		switch n := e.Evidence["new_fixes"].(type) {
@@ -237,6 +268,24 @@ func (m *Metrics) ObserveEvent(e core.Event) {
 			m.offloadDrift.with(e.Target).v += n
 		}
 	}
+}
+
+// historyMetrics are the counters read from the history at a scrape.
+func historyMetrics(read func() []TargetTotal) []*vec {
+	if read == nil {
+		return nil
+	}
+	dark := newVec(typeCounter, "edgeheal_dark_seconds_total",
+		"Seconds a target was dark (from its last good observation to its first good one again), since the node's history began.", "kind", "target")
+	degraded := newVec(typeCounter, "edgeheal_degraded_seconds_total",
+		"Seconds a target was given up on or broken in a way edgeheal cannot fix, since the node's history began.", "kind", "target")
+	incidents := newVec(typeCounter, "edgeheal_incidents_total", "Incidents of a target since the node's history began.", "kind", "target")
+	for _, t := range read() {
+		dark.with(t.Kind, t.Target).v = t.DarkSeconds
+		degraded.with(t.Kind, t.Target).v = t.DegradedSeconds
+		incidents.with(t.Kind, t.Target).v = float64(t.Incidents)
+	}
+	return []*vec{dark, degraded, incidents}
 }
 
 // ConfigLoaded records the result of a configuration load or reload.

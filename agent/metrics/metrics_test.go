@@ -38,15 +38,41 @@ func (f fakeOutboxStats) Damaged() uint64 { return 0 }
 // filledMetrics returns metrics with one observation of every kind, so that
 // every vector shows up in a scrape.
 func filledMetrics() *Metrics {
-	m := New(Options{Version: "1.2.3", Outbox: fakeOutboxStats{3, 7}, MQTT: func() bool { return true }})
+	m := New(Options{Version: "1.2.3", Outbox: fakeOutboxStats{3, 7}, MQTT: func() bool { return true },
+		History: func() []TargetTotal {
+			return []TargetTotal{{Kind: "peer", Target: "wg0/AbCd", DarkSeconds: 30, DegradedSeconds: 0, Incidents: 2}}
+		}})
 	m.SetChecks([]wire.Check{
 		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Peer: &wire.PeerInfo{LastHandshake: time.Unix(1_700_000_000, 0), HandshakeAgeSeconds: 42}},
 	})
 	m.ObserveProbe(core.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: 3 * time.Millisecond})
 	m.ObserveEvent(core.Event{Kind: "action", Action: "handshake", Result: "ok"})
 	m.ObserveEvent(core.Event{Kind: "offload-drift", Target: "wwan0"})
+	m.ObserveEvent(core.Event{Kind: "recovered", Target: "wg0/AbCd", Duration: 10.5})
 	m.ConfigLoaded(true, time.Unix(1_700_000_000, 0))
 	return m
+}
+
+func TestTheHistoryIsCountedAndIncidentsTimed(t *testing.T) {
+	mfs := gather(t, filledMetrics())
+	for _, c := range []struct {
+		name string
+		want float64
+	}{{"edgeheal_dark_seconds_total", 30}, {"edgeheal_incidents_total", 2}, {"edgeheal_degraded_seconds_total", 0}} {
+		if v, ok := value(mfs, c.name, "kind=peer", "target=wg0/AbCd"); !ok || v != c.want {
+			t.Errorf("%s{wg0/AbCd} = %v, %v; want %v", c.name, v, ok, c.want)
+		}
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "edgeheal_incident_duration_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 10.5 {
+				t.Errorf("incident durations: %d observed, sum %v; want the one of 10.5 s", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+	}
+	t.Error("no edgeheal_incident_duration_seconds")
 }
 
 // gather scrapes m's handler and parses the body with prometheus/common's

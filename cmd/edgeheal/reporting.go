@@ -2,10 +2,12 @@ package main
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
 	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/evidence"
+	"github.com/edgeheal/edgeheal/agent/history"
 	"github.com/edgeheal/edgeheal/agent/httpapi"
 	"github.com/edgeheal/edgeheal/agent/metrics"
 	"github.com/edgeheal/edgeheal/agent/mqtt"
@@ -28,6 +30,7 @@ type reporting struct {
 	metrics   *metrics.Metrics
 	recorder  *recorder.Recorder
 	publisher *mqtt.Publisher // nil: report.mqtt.broker is empty
+	history   *history.Book
 	server    *httpapi.Server // nil: report.http.listen is empty
 	notifier  *notifier
 	log       *slog.Logger
@@ -51,6 +54,12 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 		log.Warn("incident evidence will not be kept", "error", err)
 		r.evidence = nil
 	}
+	// A sweep comes every interval; a longer gap since the last one (a
+	// stop, a suspend) is not counted as observed.
+	maxGap := max(3*cfg.Interval.D(), 10*time.Second)
+	if r.history, err = history.Open(cfg.Report.StateDir, cfg.Node.Name, cfg.Node.Site, maxGap, time.Now()); err != nil {
+		log.Error("history", "error", err)
+	}
 	if cfg.Report.MQTT.Broker != "" {
 		r.publisher, err = mqtt.NewPublisher(mqtt.Options{
 			Config:  cfg.Report.MQTT,
@@ -67,7 +76,7 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 		}
 		r.publisher.SetConfigRevision(cfg.Revision)
 	}
-	mopts := metrics.Options{Version: version, Outbox: r.outbox}
+	mopts := metrics.Options{Version: version, Outbox: r.outbox, History: r.historyTotals}
 	if r.publisher != nil {
 		mopts.MQTT = r.publisher.Connected
 	}
@@ -96,11 +105,22 @@ func warnAboutSecrets(cfg *configs.Config, log *slog.Logger) {
 	}
 }
 
+// historyTotals are the history's counters for the metrics.
+func (r *reporting) historyTotals() []metrics.TargetTotal {
+	ts := r.history.Totals()
+	out := make([]metrics.TargetTotal, len(ts))
+	for i, t := range ts {
+		out[i] = metrics.TargetTotal{Kind: t.Kind, Target: t.Target, DarkSeconds: t.DarkSeconds, DegradedSeconds: t.DegradedSecs, Incidents: t.Incidents}
+	}
+	return out
+}
+
 // onEvent is every event's first stop: the metrics count it, and an event
 // that says the path may be back makes a disconnected publisher check the
 // broker at once.
 func (r *reporting) onEvent(e core.Event) {
 	r.metrics.ObserveEvent(e)
+	r.history.Event(e)
 	if r.publisher != nil && mqtt.SuggestsThePathIsBack(e) {
 		r.publisher.TryNow()
 	}
@@ -111,7 +131,7 @@ func (r *reporting) onEvent(e core.Event) {
 func (r *reporting) wire(a *agent.Agent) {
 	cfg := a.Config()
 	// The recorder first: it drains the events every other part emits.
-	comps := []core.Component{r.recorder, r.outbox}
+	comps := []core.Component{r.recorder, r.outbox, &history.Keeper{Book: r.history, Dir: cfg.Report.StateDir, Log: r.log.With("component", "history")}}
 	if r.publisher != nil {
 		comps = append(comps, r.publisher)
 	}
@@ -142,6 +162,7 @@ func (r *reporting) wire(a *agent.Agent) {
 // systemd's STATUS=.
 func (r *reporting) onRound(checks []wire.Check) {
 	r.metrics.SetChecks(checks)
+	r.history.Observe(checks, time.Now())
 	mqttOn := r.publisher != nil
 	if mqttOn {
 		r.publisher.SetChecks(checks)
