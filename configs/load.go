@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"math"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -330,11 +332,22 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q has no unit: write it as %ss (or ms, m, h)", s, s)
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration: write it like 20s, 500ms or 1m30s", s)
+	switch {
+	case err == nil:
+		return d, nil
+	case durationRe.MatchString(s):
+		// Written as a duration, but past what one can hold.
+		return 0, fmt.Errorf("%q is out of range: a duration is at most %s", s, Duration(maxDuration))
 	}
-	return d, nil
+	return 0, fmt.Errorf("%q is not a duration: write it like 20s, 500ms or 1m30s", s)
 }
+
+// durationRe is the syntax time.ParseDuration reads: a string it matches
+// that time.ParseDuration refuses overflows.
+var durationRe = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// maxDuration is the longest duration, whole hours.
+const maxDuration = time.Duration(math.MaxInt64) / time.Hour * time.Hour
 
 // UnmarshalYAML reads a duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {

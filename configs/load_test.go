@@ -110,6 +110,8 @@ func TestParseProblems(t *testing.T) {
 			[]string{"f.yaml: interval: duplicate key (line 2 repeats line 1)"}},
 		{"a bad duration says how to write one", "interval: fast\n",
 			[]string{`f.yaml: interval: "fast" is not a duration`}},
+		{"a duration past what one can hold is out of range, not \"not a duration\"", "policy: {window: 9999999h}\n",
+			[]string{`f.yaml: policy.window: "9999999h" is out of range: a duration is at most 2562047h`}},
 		{"a bare number is not taken as a duration", "policy: {cooldown: 30}\n",
 			[]string{`f.yaml: policy.cooldown: "30" has no unit: write it as 30s`}},
 		{"a keepalive out of range", "tunnels:\n  - interface: wg0\n    persistent_keepalive: 70000s\n",
