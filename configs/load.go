@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 //go:embed defaults.yaml
@@ -71,21 +73,39 @@ func Files(path string) ([]string, error) {
 	return append(files, dropins...), nil
 }
 
+// ErrRead matches (errors.Is) the error of Load when a layer could not be
+// read at all (missing, not a regular file, too large, unreadable), as
+// opposed to a configuration that was read and is invalid.
+var ErrRead = errors.New("reading config")
+
+// maxFiles bounds the layers Load reads: the main file and its drop-ins.
+const maxFiles = 64
+
 // Load reads the defaults, the main file at path and its config.d drop-ins,
 // merges them (maps merge, scalars and lists are replaced by the later file),
 // decodes and validates the result. The error lists every problem, each
 // naming its file and key path. A missing main file is an error that
-// matches os.ErrNotExist.
+// matches os.ErrNotExist. Every layer must be a regular file of at most
+// regfile.ConfigLimit, read without blocking (regfile.Read): a FIFO, a
+// device or a directory among them is an error naming it, never a wait;
+// at most maxFiles layers of at most twice regfile.ConfigLimit together.
 func Load(path string) (*Config, error) {
 	files, err := Files(path)
 	if err != nil {
 		return nil, err
 	}
 	srcs := make([]Source, 0, len(files))
+	if len(files) > maxFiles {
+		return nil, fmt.Errorf("%w: %s has %d drop-ins in config.d, more than the %d allowed", ErrRead, path, len(files)-1, maxFiles-1)
+	}
+	total := 0
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := regfile.Read(f, regfile.ConfigLimit)
 		if err != nil {
-			return nil, fmt.Errorf("reading config: %w", err)
+			return nil, fmt.Errorf("%w: %w", ErrRead, err)
+		}
+		if total += len(data); total > regfile.ConfigLimit*2 {
+			return nil, fmt.Errorf("%w: %s and its drop-ins hold more than %d MiB together (at %s)", ErrRead, path, regfile.ConfigLimit*2>>20, f)
 		}
 		srcs = append(srcs, Source{Name: f, Data: data})
 	}

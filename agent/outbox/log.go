@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/statedir"
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 const (
@@ -28,6 +29,10 @@ const (
 	maxRecord    = 1 << 20 // a larger length field means a torn or corrupt record
 	recordHeader = 8       // uint32 length + uint32 CRC-32C, little endian
 	compactAfter = 512     // dead records before a compaction is considered
+	// maxLog bounds the log Open reads: far above what DefaultMax events
+	// of a few KiB each and their dead records make. A larger log is not
+	// read (the outbox runs in memory, saying why).
+	maxLog = 64 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -182,7 +187,7 @@ func (o *Outbox) openLog() error {
 	}
 	path := filepath.Join(o.dir, outboxLog)
 	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := regfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening outbox log: %w", err)
 	}
@@ -192,7 +197,7 @@ func (o *Outbox) openLog() error {
 			return fmt.Errorf("syncing the outbox directory: %w", err)
 		}
 	}
-	data, err := io.ReadAll(f)
+	data, err := regfile.ReadFrom(f, maxLog)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("reading outbox log: %w", err)
@@ -270,7 +275,7 @@ func (o *Outbox) compact() error {
 	tmp := filepath.Join(o.dir, outboxTmp)
 	var f *os.File
 	err := step("create", func() (err error) {
-		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err = regfile.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		return err
 	})
 	if err != nil {

@@ -67,13 +67,13 @@ func cmdConfigShow(args []string, stdout, stderr io.Writer) error {
 
 // loadConfig loads path and maps the error to the exit code: 1 for an
 // invalid config (every problem on its own line), 2 for one that could not
-// be read.
+// be read (missing, unreadable, not a regular file, too large).
 func loadConfig(path string) (*configs.Config, error) {
 	cfg, err := configs.Load(path)
 	if err == nil {
 		return cfg, nil
 	}
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+	if errors.Is(err, configs.ErrRead) || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 		return nil, fail(exitCantRun, err)
 	}
 	return nil, fail(exitProblem, fmt.Errorf("invalid configuration:\n  %s", strings.ReplaceAll(err.Error(), "\n", "\n  ")))
