@@ -77,6 +77,9 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 		ro.Evidence = r.evidence
 	}
 	r.recorder = recorder.New(ro)
+	// The outbox's own events (its disk and damage incidents, drop
+	// reports) are counted and logged like every other event.
+	r.outbox.Observe(r.recorder.Observed)
 	if r.notifier, err = newNotifier(log); err != nil {
 		log.Warn("systemd watchdog off", "error", err)
 	}
