@@ -53,7 +53,7 @@ func TestParseDefaults(t *testing.T) {
 				MinDelay: Duration(time.Second), MaxDelay: Duration(2 * time.Minute),
 				StableAfter: Duration(time.Minute), StartJitter: Duration(2 * time.Second),
 			}},
-			HTTP:     HTTP{Listen: "127.0.0.1:9469"},
+			HTTP:     HTTP{Listen: "127.0.0.1:9469", Socket: "/run/edgeheal/edgeheal.sock"},
 			StateDir: "/var/lib/edgeheal",
 		},
 		Policy: Policy{Cooldown: Duration(30 * time.Second), MaxDisruptive: 3, Window: Duration(time.Hour), VerifyTimeout: Duration(15 * time.Second),

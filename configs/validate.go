@@ -328,8 +328,11 @@ func (v *validator) report(p string, r Report) {
 	v.reportMQTT(p+".mqtt", m)
 	if r.HTTP.Listen != "" {
 		if _, port, err := net.SplitHostPort(r.HTTP.Listen); err != nil || port == "" {
-			v.add(p+".http.listen", "%q: write host:port, e.g. 127.0.0.1:9469 (empty turns HTTP off)", r.HTTP.Listen)
+			v.add(p+".http.listen", "%q: write host:port, e.g. 127.0.0.1:9469 (empty turns metrics and health off)", r.HTTP.Listen)
 		}
+	}
+	if s := r.HTTP.Socket; s != "" && (!filepath.IsAbs(s) || len(s) > 107) {
+		v.add(p+".http.socket", "%q: an absolute path of at most 107 bytes, e.g. /run/edgeheal/edgeheal.sock (empty turns the local API off)", s)
 	}
 	if r.StateDir == "" || !filepath.IsAbs(r.StateDir) {
 		v.add(p+".state_dir", "%q: an absolute directory is needed for the outbox and session counter", r.StateDir)

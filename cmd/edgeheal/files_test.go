@@ -32,7 +32,7 @@ func TestRunRefusesDropInsThatAreNotFiles(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfg := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfg, "version: 1\nnode: {name: gw-1}\nreport: {state_dir: "+state+", http: {listen: ''}}\n")
+	writeFile(t, cfg, "version: 1\nnode: {name: gw-1}\nreport: {state_dir: "+state+", http: {listen: '', socket: ''}}\n")
 	fifo := filepath.Join(dir, "config.d", "50-fifo.yaml")
 	zero := filepath.Join(dir, "config.d", "60-zero.yaml")
 

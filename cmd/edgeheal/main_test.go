@@ -95,7 +95,7 @@ func TestExitCodes(t *testing.T) {
 		{"a missing config cannot run", []string{"config", "check", "--config", "/nonexistent/edgeheal.yaml"}, exitCantRun},
 		{"an unknown config subcommand is a usage error", []string{"config", "lint"}, exitCantRun},
 		{"version works", []string{"version"}, exitOK},
-		{"status with no agent cannot run", []string{"status", "--addr", "127.0.0.1:1"}, exitCantRun},
+		{"status with no agent cannot run", []string{"status", "--socket", "/nonexistent/edgeheal.sock"}, exitCantRun},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if code, _, stderr := run(tc.args...); code != tc.want {

@@ -28,7 +28,8 @@ type reporting struct {
 	metrics   *metrics.Metrics
 	recorder  *recorder.Recorder
 	publisher *mqtt.Publisher // nil: report.mqtt.broker is empty
-	server    *httpapi.Server // nil: report.http.listen is empty
+	server    *httpapi.Server // metrics and health; nil: report.http.listen is empty
+	local     *httpapi.Server // the local API; nil: report.http.socket is empty
 	notifier  *notifier
 	log       *slog.Logger
 }
@@ -118,9 +119,10 @@ func (r *reporting) wire(a *agent.Agent) {
 	if r.publisher != nil {
 		comps = append(comps, r.publisher)
 	}
-	if cfg.Report.HTTP.Listen != "" {
+	if cfg.Report.HTTP.Listen != "" || cfg.Report.HTTP.Socket != "" {
 		opts := httpapi.ServerOptions{
 			Listen:  cfg.Report.HTTP.Listen,
+			Socket:  cfg.Report.HTTP.Socket,
 			State:   a,
 			Metrics: r.metrics.Handler(),
 			Outbox:  r.outbox,
@@ -134,8 +136,16 @@ func (r *reporting) wire(a *agent.Agent) {
 		if r.publisher != nil {
 			opts.MQTT = r.publisher.Info
 		}
-		r.server = httpapi.NewServer(opts)
-		comps = append(comps, r.server)
+		// Two components: a port another process holds costs metrics and
+		// health, never the local API, and the other way round.
+		if opts.Listen != "" {
+			r.server = httpapi.NewServer(opts)
+			comps = append(comps, r.server)
+		}
+		if opts.Socket != "" {
+			r.local = httpapi.NewLocal(opts)
+			comps = append(comps, r.local)
+		}
 	}
 	a.Report(comps...)
 	r.recorder.SetCollect(a.Evidence)
