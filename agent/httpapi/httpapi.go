@@ -55,12 +55,12 @@ type ServerOptions struct {
 	// SocketGroup may use the socket too (mode 0660) when it exists;
 	// default localapi.Group.
 	SocketGroup string
-	State   AgentState
-	Metrics http.Handler         // nil: /metrics answers 404
-	Outbox  OutboxStats          // nil: no outbox in /v1/status
-	MQTT    func() wire.MQTTInfo // nil: no mqtt in /v1/status
-	Info    func() wire.NodeInfo // node, site, version, config revision
-	Logger  *slog.Logger
+	State       AgentState
+	Metrics     http.Handler         // nil: /metrics answers 404
+	Outbox      OutboxStats          // nil: no outbox in /v1/status
+	MQTT        func() wire.MQTTInfo // nil: no mqtt in /v1/status
+	Info        func() wire.NodeInfo // node, site, version, config revision
+	Logger      *slog.Logger
 	// Stale is how long the loop may go without progress before /livez
 	// fails; default 3 × the loop interval is the caller's business, 2m if 0.
 	Stale time.Duration
@@ -79,7 +79,7 @@ type OutboxStats interface {
 type Server struct {
 	opts    ServerOptions
 	started time.Time
-	local   bool              // the Unix socket's server: the whole API
+	local   bool                    // the Unix socket's server: the whole API
 	routes  map[string]http.Handler // the local API's own routes
 
 	mu sync.Mutex

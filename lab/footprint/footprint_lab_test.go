@@ -24,8 +24,8 @@ import (
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
-	"github.com/edgeheal/edgeheal/localapi"
 	"github.com/edgeheal/edgeheal/lab/bench"
+	"github.com/edgeheal/edgeheal/localapi"
 )
 
 var (
