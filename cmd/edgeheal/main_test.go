@@ -290,3 +290,30 @@ func TestConfigCheckRefusesCredentialsInTheURLAndAPasswordInClear(t *testing.T) 
 		t.Errorf("a password over tcp:// with insecure_plaintext: exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// config check shows what each uplink pattern chooses on this node, and
+// that a pattern passes over the loopback (which every namespace has).
+func TestConfigCheckShowsWhatAPatternChoosesHere(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, "version: 1\nnode: {name: n1}\nuplinks: [{name: \"*\"}, {name: lo}]\n")
+	code, stdout, stderr := run("config", "check", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var star, lo string
+	for _, l := range strings.Split(stdout, "\n") {
+		switch {
+		case strings.HasPrefix(l, `  uplinks[0] "*": `):
+			star = l
+		case strings.HasPrefix(l, `  uplinks[1] "lo": `):
+			lo = l
+		}
+	}
+	if !strings.Contains(star, "a pattern never chooses") || !strings.Contains(star, "lo (loopback)") ||
+		strings.Contains(strings.SplitN(star, "(", 2)[0], " lo,") {
+		t.Errorf("the pattern's line: %q\n%s", star, stdout)
+	}
+	if lo != `  uplinks[1] "lo": lo` {
+		t.Errorf("an exact name's line: %q, want lo chosen\n%s", lo, stdout)
+	}
+}
