@@ -144,11 +144,11 @@ func (v *validator) uplink(p string, u Uplink) {
 func linkNameProblem(name string, glob bool) string {
 	const rule = "(at most 15 bytes, not . or .., no '/', ':', white space or control characters)"
 	if name == "." || name == ".." {
-		return "can never be a link name " + rule
+		return "is not a valid link name " + rule
 	}
 	for _, r := range name {
 		if r == '/' || r == ':' || unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Sprintf("can never be a link name: it holds %q %s", r, rule)
+			return fmt.Sprintf("is not a valid link name: it holds %q %s", r, rule)
 		}
 	}
 	n := len(name)
@@ -156,7 +156,7 @@ func linkNameProblem(name string, glob bool) string {
 		n = globMinLen(name)
 	}
 	if n > 15 {
-		return "is longer than a link name can be " + rule
+		return "is not a valid link name: longer than one can be " + rule
 	}
 	return ""
 }
