@@ -41,7 +41,7 @@ func TestLoadRefusesLayersThatAreNotFilesAtOnce(t *testing.T) {
 			if err := os.WriteFile(p, []byte(strings.Repeat(line, 16<<20/len(line))), 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, "is 16 MiB, more than the 1 MiB allowed"},
+		}, "is 16 MiB, more than the 512 KiB allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			main := writeTree(t, map[string]string{"config.yaml": "version: 1\nnode: {name: n1}\n"})
@@ -80,5 +80,27 @@ func TestLoadLastGoodRefusesAFIFO(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("LoadLastGood blocked")
+	}
+}
+
+// The values all the layers may hold are bounded together: four drop-ins
+// of 6,000 values each are refused, not kept.
+func TestTheValueBudgetIsForAllLayersTogether(t *testing.T) {
+	files := map[string]string{"config.yaml": "version: 1\nnode: {name: n1}\n"}
+	var sb strings.Builder
+	sb.WriteString("tunnels:\n  - {interface: wg0, peers: [")
+	for i := range 6000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString("a")
+	}
+	sb.WriteString("]}\n")
+	for i := range 4 {
+		files[filepath.Join("config.d", string(rune('a'+i))+".yaml")] = sb.String()
+	}
+	_, err := Load(writeTree(t, files))
+	if err == nil || !strings.Contains(err.Error(), "more than 20000 values") {
+		t.Errorf("Load = %v, want the budget spent", err)
 	}
 }

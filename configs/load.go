@@ -36,8 +36,9 @@ const HostnameName = "(hostname)"
 // hostname is replaced in tests so that golden output does not depend on the machine.
 var hostname = os.Hostname
 
-// maxNodes bounds the nodes one file may expand to (aliases included), so a
-// hostile or broken file cannot make the agent allocate without bound.
+// maxNodes bounds the nodes all the layers of a config may expand to
+// together (aliases included), so that hostile or broken files cannot make
+// the agent keep without bound what it parsed.
 const maxNodes = 20_000
 
 // Source is one layer's bytes and the name problems are reported under.
@@ -88,7 +89,9 @@ const maxFiles = 64
 // matches os.ErrNotExist. Every layer must be a regular file of at most
 // regfile.ConfigLimit, read without blocking (regfile.Read): a FIFO, a
 // device or a directory among them is an error naming it, never a wait;
-// at most maxFiles layers of at most twice regfile.ConfigLimit together.
+// at most maxFiles layers of at most regfile.ConfigLimit together (parsing
+// YAML costs about 50 times its size at its densest: docs/performance.md,
+// "Hostile inputs").
 func Load(path string) (*Config, error) {
 	files, err := Files(path)
 	if err != nil {
@@ -104,8 +107,8 @@ func Load(path string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRead, err)
 		}
-		if total += len(data); total > regfile.ConfigLimit*2 {
-			return nil, fmt.Errorf("%w: %s and its drop-ins hold more than %d MiB together (at %s)", ErrRead, path, regfile.ConfigLimit*2>>20, f)
+		if total += len(data); total > regfile.ConfigLimit {
+			return nil, fmt.Errorf("%w: %s and its drop-ins hold more than the %d KiB allowed together (at %s)", ErrRead, path, regfile.ConfigLimit>>10, f)
 		}
 		srcs = append(srcs, Source{Name: f, Data: data})
 	}
@@ -146,11 +149,12 @@ func build(srcs ...Source) (*Config, error) {
 		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
 	}
 	root := shallowCopy(defaults) // its nodes are shared, never changed (mergeOver)
+	budget := maxNodes            // for all the layers together: what is kept is bounded
 	var problems []error
 	var names []string
 	for _, src := range srcs {
 		names = append(names, src.Name)
-		layer, err := parseLayer(src, files)
+		layer, err := parseLayer(src, files, &budget)
 		if err != nil {
 			problems = append(problems, err)
 			continue
@@ -254,11 +258,13 @@ func keyIndex(m *yaml.Node, key string) int {
 var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) {
 	type parsed struct{ defaults, elements *yaml.Node }
 	once := sync.OnceValues(func() (parsed, error) {
-		d, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, map[*yaml.Node]string{})
+		budget := maxNodes
+		d, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, map[*yaml.Node]string{}, &budget)
 		if err != nil {
 			return parsed{}, err
 		}
-		e, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{})
+		budget = maxNodes
+		e, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{}, &budget)
 		if err != nil {
 			return parsed{}, fmt.Errorf("element defaults: %w", err)
 		}

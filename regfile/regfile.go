@@ -32,10 +32,12 @@ var ErrTooLarge = errors.New("larger than allowed")
 // Limits of the files the agent reads, each well above what a real one
 // holds and low enough that reading it costs the agent little.
 const (
-	// ConfigLimit bounds the main config file and each drop-in (a
-	// 5,000-peer hub's rendered file with every key listed is about
-	// 300 KiB).
-	ConfigLimit = 1 << 20
+	// ConfigLimit bounds the config's layers (the main file and its
+	// drop-ins, together) and the last good copy: a 5,000-peer hub that
+	// lists every peer's key takes about 250 KiB, and YAML at its densest
+	// costs about 50 times its size to parse (docs/performance.md,
+	// "Hostile inputs").
+	ConfigLimit = 512 << 10
 	// PEMLimit bounds a CA bundle, a certificate chain or a key (the
 	// whole Debian CA bundle is about 220 KiB).
 	PEMLimit = 1 << 20

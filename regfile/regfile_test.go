@@ -100,7 +100,7 @@ func TestReadBoundsTheSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Read(big, ConfigLimit)
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "is 16 MiB, more than the 1 MiB allowed") {
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "is 16 MiB, more than the 512 KiB allowed") {
 		t.Errorf("Read(big) = %v", err)
 	}
 	if _, err := Read(filepath.Join(dir, "missing"), 10); !errors.Is(err, fs.ErrNotExist) {

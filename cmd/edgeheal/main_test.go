@@ -21,7 +21,7 @@ func run(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestRenderSaysWhereItMoved(t *testing.T) {
 }
 
 // buildBinary builds edgeheal once for the process tests.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "edgeheal")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()

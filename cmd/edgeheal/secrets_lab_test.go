@@ -145,7 +145,7 @@ func keyMaterial(t *testing.T, path string) []string {
 	return out
 }
 
-func freeLoopback(t *testing.T) string {
+func freeLoopback(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
