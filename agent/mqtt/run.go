@@ -60,7 +60,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 			// A connection the broker closed soon after accepting it, while
 			// it still answers: taken over, or refused (see kicked). One
 			// that went with the broker (a restart) is neither.
-			kick := errors.Is(err, errLost) && up < kickedWithin && p.check(ctx)
+			// A broker that broke MQTT is reported as that (brokerBroke).
+			var perr *broker.PacketError
+			kick := errors.Is(err, errLost) && !errors.As(err, &perr) && up < kickedWithin && p.check(ctx)
 			p.ended(up, kick)
 		}
 		if !p.awaitBroker(ctx) {
