@@ -34,7 +34,7 @@ var ErrTooLarge = errors.New("larger than allowed")
 const (
 	// ConfigLimit bounds the config's layers (the main file and its
 	// drop-ins, together) and the last good copy: a 5,000-peer hub that
-	// lists every peer's key takes about 250 KiB, and YAML at its densest
+	// lists every peer's key takes about 260 KiB, and YAML at its densest
 	// costs about 50 times its size to parse (docs/performance.md,
 	// "Hostile inputs").
 	ConfigLimit = 512 << 10
