@@ -187,7 +187,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			r.drain(nil, time.Now().Add(stopWithin))
+			r.drain(ctx, time.Now().Add(stopWithin))
 			return nil
 		case <-r.wake:
 		}
@@ -195,8 +195,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
-// drain records every queued event, in order. With a nil ctx (stopping)
-// it takes no evidence and stops at until.
+// drain records every queued event, in order. With an until (stopping)
+// it takes no evidence and stops then.
 func (r *Recorder) drain(ctx context.Context, until time.Time) {
 	for {
 		if !until.IsZero() && time.Now().After(until) {
@@ -216,8 +216,8 @@ func (r *Recorder) drain(ctx context.Context, until time.Time) {
 		r.busySince, r.busyKind = r.o.Now(), e.Kind
 		collect := r.collect
 		r.mu.Unlock()
-		if ctx == nil {
-			collect = nil
+		if !until.IsZero() {
+			collect = nil // stopping: no evidence
 		}
 		r.record(ctx, e, collect)
 		r.mu.Lock()
