@@ -16,7 +16,7 @@ func TestRunLogsADamagedOutboxAtStart(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfg := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfg, "version: 1\nnode: {name: gw-1}\nreport: {state_dir: "+state+", http: {listen: ''}}\n")
+	writeFile(t, cfg, "version: 1\nnode: {name: gw-1}\nreport: {state_dir: "+state+", http: {listen: '', socket: ''}}\n")
 	writeFile(t, filepath.Join(state, "outbox", "outbox.log"), strings.Repeat("\x7f\x13garbage", 100))
 	d := startDaemon(t, bin, "--config", cfg, "--state-dir", state)
 	line := d.await(t, "outbox log damaged", "kind=incident", "target=outbox", "result=damaged")
