@@ -51,10 +51,10 @@ func labAgent(t *testing.T, l *lab.Lab, bin, cfg, stateDir string, prefix ...str
 }
 
 // labAgentStatus is `edgeheal status --json` from inside the edge
-// namespace, on the socket in the agent's state directory.
-func labAgentStatus(t *testing.T, l *lab.Lab, bin, stateDir string) (wire.LocalStatus, bool) {
+// namespace, on the socket edgeheal.sock in dir.
+func labAgentStatus(t *testing.T, l *lab.Lab, bin, dir string) (wire.LocalStatus, bool) {
 	t.Helper()
-	out, _ := l.Exec(context.Background(), lab.Edge, bin, "status", "--json", "--socket", filepath.Join(stateDir, "edgeheal.sock"))
+	out, _ := l.Exec(context.Background(), lab.Edge, bin, "status", "--json", "--socket", filepath.Join(dir, "edgeheal.sock"))
 	var st wire.LocalStatus
 	if err := json.Unmarshal(out, &st); err != nil {
 		return st, false
@@ -137,7 +137,7 @@ uplinks: [{name: %s}]
 report:
   http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, l.EdgeUplink(), state, state))
+`, l.EdgeUplink(), dir, state))
 	// A read-only file system over the state directory, in a private mount
 	// namespace of the agent's own: nothing outside sees it.
 	unshare, err := exec.LookPath("unshare")
@@ -151,7 +151,7 @@ report:
 	var st wire.LocalStatus
 	testsupport.WaitFor(t, 10*time.Second, "the status naming the outbox", func() bool {
 		var ok bool
-		st, ok = labAgentStatus(t, l, bin, state)
+		st, ok = labAgentStatus(t, l, bin, dir) // not in the read-only state directory
 		return ok && statusComponent(st, "outbox").State == agent.ComponentDegraded
 	})
 	if c := statusComponent(st, "outbox"); !strings.Contains(c.Detail, "events kept in memory only") || !strings.Contains(c.Detail, "read-only file system") {
