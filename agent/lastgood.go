@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent/statedir"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 // LastGoodName is the file in the agent's state directory (run
@@ -49,6 +50,9 @@ func KeepLastGood(cfg *configs.Config, stateDir string) error {
 	out, err := cfg.Marshal(false)
 	if err != nil {
 		return fmt.Errorf("keeping the last good config: %w", err)
+	}
+	if len(out) > regfile.ConfigLimit {
+		return fmt.Errorf("keeping the last good config: %d bytes merged, more than the %d a config may hold", len(out), regfile.ConfigLimit)
 	}
 	if err := statedir.WriteFile(filepath.Join(stateDir, LastGoodName), out, 0o640); err != nil {
 		return fmt.Errorf("keeping the last good config: %w", err)

@@ -4,6 +4,7 @@
 // read at each use. The agent's config validation, its workload probes and
 // reporter, and the fleet view share it; it knows nothing of any program's
 // configuration schema beyond the four TLS keys they all write the same.
+// It imports nothing of ours but regfile, the one way files are read.
 package broker
 
 import (
@@ -15,6 +16,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 // URL is an MQTT broker address as configured: a scheme that says
@@ -130,7 +133,7 @@ func (t TLS) ClientConfig(host string) (*tls.Config, error) {
 		cfg.ServerName = host
 	}
 	if t.CA != "" {
-		pem, err := os.ReadFile(t.CA)
+		pem, err := regfile.Read(t.CA, regfile.PEMLimit)
 		if err != nil {
 			return nil, fmt.Errorf("reading the broker CA: %w", err)
 		}
@@ -141,7 +144,15 @@ func (t TLS) ClientConfig(host string) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if t.Cert != "" || t.Key != "" {
-		cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		certPEM, err := regfile.Read(t.Cert, regfile.PEMLimit)
+		if err != nil {
+			return nil, fmt.Errorf("reading the client certificate: %w", err)
+		}
+		keyPEM, err := regfile.Read(t.Key, regfile.PEMLimit)
+		if err != nil {
+			return nil, fmt.Errorf("reading the client key: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("loading the client certificate %s: %w", t.Cert, err)
 		}
@@ -153,9 +164,11 @@ func (t TLS) ClientConfig(host string) (*tls.Config, error) {
 // ReadPassword reads a password file, as edgeheal reads every one of them:
 // at each use (a rotated password is picked up), with only a trailing line
 // end removed. An empty file is an error: a password file that is set is
-// meant to hold a password. Errors never contain the file's content.
+// meant to hold a password. Errors never contain the file's content. Like
+// the TLS files, it must be a regular file (a FIFO is refused, never
+// waited on) of a bounded size (regfile).
 func ReadPassword(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.Read(path, regfile.SecretLimit)
 	if err != nil {
 		return "", fmt.Errorf("reading the mqtt password file: %w", err)
 	}

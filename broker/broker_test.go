@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseURL(t *testing.T) {
@@ -154,5 +156,53 @@ func TestCheckSecretFile(t *testing.T) {
 	}
 	if err := CheckSecretFile(filepath.Join(dir, "missing")); err != nil {
 		t.Errorf("a missing file: %v, want nothing (reading it reports it)", err)
+	}
+}
+
+// A password file, a CA, a certificate or a key that is a FIFO or a link
+// to /dev/zero is refused at once, naming the file: never a wait for a
+// writer that does not come (the workload probes stalled until the
+// watchdog restarted the agent), never a device read into memory.
+func TestSecretsAndTLSFilesThatAreNotFilesAreRefusedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		read func() error
+		file string
+	}{
+		{"password FIFO", func() error { _, err := ReadPassword(fifo); return err }, fifo},
+		{"password /dev/zero", func() error { _, err := ReadPassword(zero); return err }, zero},
+		{"CA FIFO", func() error { _, err := TLS{CA: fifo}.ClientConfig("h"); return err }, fifo},
+		{"CA /dev/zero", func() error { _, err := TLS{CA: zero}.ClientConfig("h"); return err }, zero},
+		{"cert FIFO", func() error { _, err := TLS{Cert: fifo, Key: zero}.ClientConfig("h"); return err }, fifo},
+		{"key /dev/zero", func() error {
+			cert := filepath.Join(dir, "cert.pem")
+			if err := os.WriteFile(cert, []byte("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+				return err
+			}
+			_, err := TLS{Cert: cert, Key: zero}.ClientConfig("h")
+			return err
+		}, zero},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { done <- tc.read() }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tc.file+" is a") {
+					t.Errorf("got %v, want an error naming %s and saying what it is", err, tc.file)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("blocked")
+			}
+		})
 	}
 }

@@ -178,9 +178,13 @@ type ReportMQTT struct {
 	Reconnect         Reconnect `yaml:"reconnect"`
 }
 
-// HTTP is the local HTTP listener (health, metrics, status).
+// HTTP is where the agent serves locally: metrics and health on a TCP
+// listener, and the local API (status, and everything a program on the
+// node acts on) on a Unix socket only root and the edgeheal group can
+// open.
 type HTTP struct {
-	Listen string `yaml:"listen"` // empty: off
+	Listen string `yaml:"listen"` // metrics and health; empty: off
+	Socket string `yaml:"socket"` // the local API; empty: off
 }
 
 // Policy bounds what the remediation ladder may do.

@@ -55,8 +55,8 @@ func (v *validator) kubernetes(p string, k Kubernetes) {
 	if k.NodeName != "" && !dns1123Subdomain(k.NodeName) {
 		v.add(p+".node_name", "%q is not a Kubernetes node name (lowercase letters, digits, '-' and '.', at most 253)", k.NodeName)
 	}
-	if v.c.Report.HTTP.Listen == "" {
-		v.add(p+".kubeconfig", "set, but report.http.listen is empty: edgeheal-kube reads the agent's /v1/status there")
+	if v.c.Report.HTTP.Socket == "" {
+		v.add(p+".kubeconfig", "set, but report.http.socket is empty: edgeheal-kube reads the agent's /v1/status there")
 	}
 }
 

@@ -19,9 +19,9 @@ func TestKubernetesValidation(t *testing.T) {
 		{"the taint without a kubeconfig says why",
 			"version: 1\nkubernetes: {taint: true}\n",
 			[]string{"k.yaml: kubernetes.taint: true, but kubernetes.kubeconfig is empty"}},
-		{"no HTTP listener: nothing to read the status from",
-			"version: 1\nreport: {http: {listen: \"\"}}\nkubernetes: {kubeconfig: /k}\n",
-			[]string{"k.yaml: kubernetes.kubeconfig: set, but report.http.listen is empty"}},
+		{"no local API: nothing to read the status from",
+			"version: 1\nreport: {http: {socket: \"\"}}\nkubernetes: {kubeconfig: /k}\n",
+			[]string{"k.yaml: kubernetes.kubeconfig: set, but report.http.socket is empty"}},
 		{"a node name Kubernetes would refuse, and durations out of range",
 			"version: 1\nkubernetes: {kubeconfig: /k, node_name: Edge_1, grace: 48h, heartbeat: 100ms}\n",
 			[]string{

@@ -16,7 +16,7 @@ import (
 // parseLayer parses one source into a mapping node (nil for an empty file),
 // with aliases expanded, recording each node's file. Duplicate keys are
 // problems.
-func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
+func parseLayer(src Source, files map[*yaml.Node]string, budget *int) (*yaml.Node, error) {
 	doc, err := parseDocument(src.Name, src.Data)
 	if err != nil || doc == nil {
 		return nil, err
@@ -28,8 +28,9 @@ func parseLayer(src Source, files map[*yaml.Node]string) (*yaml.Node, error) {
 	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
 		return nil, nil // a file of comments only
 	}
-	x := expander{file: src.Name, files: files, budget: maxNodes}
+	x := expander{file: src.Name, files: files, budget: *budget}
 	out := x.inPlace(top)
+	*budget = max(x.budget, 0)
 	if len(x.problems) > 0 {
 		return nil, errors.Join(x.problems...)
 	}

@@ -6,15 +6,19 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 //go:embed defaults.yaml
@@ -32,8 +36,9 @@ const HostnameName = "(hostname)"
 // hostname is replaced in tests so that golden output does not depend on the machine.
 var hostname = os.Hostname
 
-// maxNodes bounds the nodes one file may expand to (aliases included), so a
-// hostile or broken file cannot make the agent allocate without bound.
+// maxNodes bounds the nodes all the layers of a config may expand to
+// together (aliases included), so that hostile or broken files cannot make
+// the agent keep without bound what it parsed.
 const maxNodes = 20_000
 
 // Source is one layer's bytes and the name problems are reported under.
@@ -69,21 +74,41 @@ func Files(path string) ([]string, error) {
 	return append(files, dropins...), nil
 }
 
+// ErrRead matches (errors.Is) the error of Load when a layer could not be
+// read at all (missing, not a regular file, too large, unreadable), as
+// opposed to a configuration that was read and is invalid.
+var ErrRead = errors.New("reading config")
+
+// maxFiles bounds the layers Load reads: the main file and its drop-ins.
+const maxFiles = 64
+
 // Load reads the defaults, the main file at path and its config.d drop-ins,
 // merges them (maps merge, scalars and lists are replaced by the later file),
 // decodes and validates the result. The error lists every problem, each
 // naming its file and key path. A missing main file is an error that
-// matches os.ErrNotExist.
+// matches os.ErrNotExist. Every layer must be a regular file of at most
+// regfile.ConfigLimit, read without blocking (regfile.Read): a FIFO, a
+// device or a directory among them is an error naming it, never a wait;
+// at most maxFiles layers of at most regfile.ConfigLimit together (parsing
+// YAML costs about 50 times its size at its densest: docs/performance.md,
+// "Hostile inputs").
 func Load(path string) (*Config, error) {
 	files, err := Files(path)
 	if err != nil {
 		return nil, err
 	}
 	srcs := make([]Source, 0, len(files))
+	if len(files) > maxFiles {
+		return nil, fmt.Errorf("%w: %s has %d drop-ins in config.d, more than the %d allowed", ErrRead, path, len(files)-1, maxFiles-1)
+	}
+	total := 0
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := regfile.Read(f, regfile.ConfigLimit)
 		if err != nil {
-			return nil, fmt.Errorf("reading config: %w", err)
+			return nil, fmt.Errorf("%w: %w", ErrRead, err)
+		}
+		if total += len(data); total > regfile.ConfigLimit {
+			return nil, fmt.Errorf("%w: %s and its drop-ins hold more than the %d KiB allowed together (at %s)", ErrRead, path, regfile.ConfigLimit>>10, f)
 		}
 		srcs = append(srcs, Source{Name: f, Data: data})
 	}
@@ -124,11 +149,12 @@ func build(srcs ...Source) (*Config, error) {
 		return nil, fmt.Errorf("embedded defaults: %w", err) // a build defect
 	}
 	root := shallowCopy(defaults) // its nodes are shared, never changed (mergeOver)
+	budget := maxNodes            // for all the layers together: what is kept is bounded
 	var problems []error
 	var names []string
 	for _, src := range srcs {
 		names = append(names, src.Name)
-		layer, err := parseLayer(src, files)
+		layer, err := parseLayer(src, files, &budget)
 		if err != nil {
 			problems = append(problems, err)
 			continue
@@ -232,11 +258,13 @@ func keyIndex(m *yaml.Node, key string) int {
 var embeddedDefaults = func() func() (defaults, elements *yaml.Node, err error) {
 	type parsed struct{ defaults, elements *yaml.Node }
 	once := sync.OnceValues(func() (parsed, error) {
-		d, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, map[*yaml.Node]string{})
+		budget := maxNodes
+		d, err := parseLayer(Source{Name: DefaultsName, Data: defaultsYAML}, map[*yaml.Node]string{}, &budget)
 		if err != nil {
 			return parsed{}, err
 		}
-		e, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{})
+		budget = maxNodes
+		e, err := parseLayer(Source{Name: DefaultsName, Data: elementDefaultsYAML}, map[*yaml.Node]string{}, &budget)
 		if err != nil {
 			return parsed{}, fmt.Errorf("element defaults: %w", err)
 		}
@@ -330,11 +358,22 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q has no unit: write it as %ss (or ms, m, h)", s, s)
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration: write it like 20s, 500ms or 1m30s", s)
+	switch {
+	case err == nil:
+		return d, nil
+	case durationRe.MatchString(s):
+		// Written as a duration, but past what one can hold.
+		return 0, fmt.Errorf("%q is out of range: a duration is at most %s", s, Duration(maxDuration))
 	}
-	return d, nil
+	return 0, fmt.Errorf("%q is not a duration: write it like 20s, 500ms or 1m30s", s)
 }
+
+// durationRe is the syntax time.ParseDuration reads: a string it matches
+// that time.ParseDuration refuses overflows.
+var durationRe = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// maxDuration is the longest duration, whole hours.
+const maxDuration = time.Duration(math.MaxInt64) / time.Hour * time.Hour
 
 // UnmarshalYAML reads a duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {

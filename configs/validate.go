@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/edgeheal/edgeheal/broker"
 )
@@ -114,8 +115,8 @@ func (v *validator) uplink(p string, u Uplink) {
 	default:
 		if _, err := path.Match(u.Name, ""); err != nil {
 			v.add(p+".name", "%q is not a valid glob: %v", u.Name, err)
-		} else if len(u.Name) > 15 && !strings.ContainsAny(u.Name, "*?[") {
-			v.add(p+".name", "%q is longer than a link name can be (15 characters)", u.Name)
+		} else if why := linkNameProblem(u.Name, true); why != "" {
+			v.add(p+".name", "%q %s", u.Name, why)
 		}
 	}
 	if u.Unit != "" && !unitRe.MatchString(u.Unit) {
@@ -136,12 +137,62 @@ func (v *validator) uplink(p string, u Uplink) {
 	}
 }
 
+// linkNameProblem says why name can never be (or, as a glob, match) a
+// Linux link name, "" when it can: the kernel's rules (at most 15 bytes,
+// not "." or "..", no '/', ':' or white space) and no control character.
+// A glob's length is the shortest name it matches.
+func linkNameProblem(name string, glob bool) string {
+	const rule = "(at most 15 bytes, not . or .., no '/', ':', white space or control characters)"
+	if name == "." || name == ".." {
+		return "is not a valid link name " + rule
+	}
+	for _, r := range name {
+		if r == '/' || r == ':' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Sprintf("is not a valid link name: it holds %q %s", r, rule)
+		}
+	}
+	n := len(name)
+	if glob {
+		n = globMinLen(name)
+	}
+	if n > 15 {
+		return "is not a valid link name: longer than one can be " + rule
+	}
+	return ""
+}
+
+// globMinLen is the length of the shortest name a path.Match pattern
+// matches: '*' matches nothing, '?' and a [...] class one character.
+func globMinLen(pat string) int {
+	n := 0
+	for i := 0; i < len(pat); i++ {
+		switch pat[i] {
+		case '*':
+		case '\\':
+			i++
+			n++
+		case '[':
+			for i++; i < len(pat) && pat[i] != ']'; i++ {
+				if pat[i] == '\\' {
+					i++
+				}
+			}
+			n++
+		default:
+			n++
+		}
+	}
+	return n
+}
+
 func (v *validator) tunnel(p string, t Tunnel) {
 	switch {
 	case t.Interface == "":
 		v.add(p+".interface", "empty: name the WireGuard interface, e.g. flannel-wg")
-	case len(t.Interface) > 15 || strings.ContainsAny(t.Interface, "/ \t"):
-		v.add(p+".interface", "%q is not a valid link name (at most 15 characters, no '/' or spaces)", t.Interface)
+	default:
+		if why := linkNameProblem(t.Interface, false); why != "" {
+			v.add(p+".interface", "%q %s", t.Interface, why)
+		}
 	}
 	if !t.Peers.All {
 		if len(t.Peers.Keys) == 0 {
@@ -328,8 +379,11 @@ func (v *validator) report(p string, r Report) {
 	v.reportMQTT(p+".mqtt", m)
 	if r.HTTP.Listen != "" {
 		if _, port, err := net.SplitHostPort(r.HTTP.Listen); err != nil || port == "" {
-			v.add(p+".http.listen", "%q: write host:port, e.g. 127.0.0.1:9469 (empty turns HTTP off)", r.HTTP.Listen)
+			v.add(p+".http.listen", "%q: write host:port, e.g. 127.0.0.1:9469 (empty turns metrics and health off)", r.HTTP.Listen)
 		}
+	}
+	if s := r.HTTP.Socket; s != "" && (!filepath.IsAbs(s) || len(s) > 107) {
+		v.add(p+".http.socket", "%q: an absolute path of at most 107 bytes, e.g. /run/edgeheal/edgeheal.sock (empty turns the local API off)", s)
 	}
 	if r.StateDir == "" || !filepath.IsAbs(r.StateDir) {
 		v.add(p+".state_dir", "%q: an absolute directory is needed for the outbox and session counter", r.StateDir)

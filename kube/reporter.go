@@ -4,17 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/edgeheal/edgeheal/localapi"
 )
 
 // Options configure a Reporter. Client, Node and Status are required.
@@ -22,7 +21,7 @@ type Options struct {
 	Client Client
 	Node   string // the Node object's name
 	Host   string // events' source host; default Node
-	// Status reads the agent's status (HTTPStatus reads /v1/status).
+	// Status reads the agent's status (SocketStatus reads /v1/status).
 	Status func(ctx context.Context) (*Status, error)
 	// Interval is how often the status is read (default 1 s); Stale how
 	// long the agent's loop may make no progress before the condition
@@ -402,26 +401,16 @@ func eventName(node string, t time.Time) string {
 	return node + "." + strconv.FormatInt(t.UnixNano(), 16) + hex.EncodeToString(b[:])
 }
 
-// HTTPStatus reads the agent's /v1/status at listen (report.http.listen).
-func HTTPStatus(listen string) func(ctx context.Context) (*Status, error) {
-	c := &http.Client{}
-	url := "http://" + listen + "/v1/status"
+// SocketStatus reads the agent's /v1/status on its local API's Unix
+// socket (report.http.socket), believing only an agent run by root
+// (localapi): a process that squats the metrics port, or a path, sets no
+// condition and no taint.
+func SocketStatus(socket string) func(ctx context.Context) (*Status, error) {
+	c := localapi.New(socket)
 	return func(ctx context.Context) (*Status, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		st, err := c.Status(ctx)
 		if err != nil {
 			return nil, err
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		var st Status
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&st); err != nil {
-			return nil, fmt.Errorf("reading %s: %w", url, err)
 		}
 		return &st, nil
 	}

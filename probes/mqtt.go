@@ -35,7 +35,9 @@ const DefaultTimeout = 5 * time.Second
 // MQTT opens a connection to the broker from inside ns, sends CONNECT
 // (MQTT 3.1.1, clean session) and waits for CONNACK, then disconnects.
 // Every network outcome is a Result classified by Classify: a CONNACK with
-// return code 4 or 5 is ClassAuth. An error means the probe could not be
+// return code 4 or 5 is ClassAuth; a packet that breaks MQTT or is larger
+// than a CONNACK (checked before anything is allocated for it) closes the
+// connection and is ClassProtocol, the broker's fault. An error means the probe could not be
 // made (bad broker address, unreadable password or certificate files,
 // unusable namespace) and says nothing about the network.
 //
@@ -105,7 +107,7 @@ type mqttDial struct {
 	timeout                    time.Duration
 
 	mu         sync.Mutex
-	conn       net.Conn
+	lc         *broker.LimitedConn
 	openErr    error
 	dnsLatency time.Duration
 }
@@ -163,10 +165,20 @@ func (d *mqttDial) resolveOnHost(ctx context.Context) error {
 func (d *mqttDial) options(ctx context.Context) *mqtt.ClientOptions {
 	open := func(*url.URL, mqtt.ClientOptions) (net.Conn, error) {
 		c, err := openConn(ctx, d.ns, d.hostport, d.tls, &d.dnsLatency)
+		var lc *broker.LimitedConn
+		if err == nil {
+			// The probe takes a CONNACK and nothing else of size: a
+			// broker that announces more is refused before paho
+			// allocates it, and a malformed CONNACK is never ok.
+			lc = broker.LimitPackets(c, broker.PacketLimits{Max: probeMaxPacket, CleanSession: true})
+		}
 		d.mu.Lock()
-		d.conn, d.openErr = c, err
+		d.lc, d.openErr = lc, err
 		d.mu.Unlock()
-		return c, err
+		if lc == nil {
+			return nil, err
+		}
+		return lc, nil
 	}
 	return mqtt.NewClientOptions().
 		AddBroker("tcp://" + d.hostport). // the scheme is ours to handle in open
@@ -188,20 +200,30 @@ func (d *mqttDial) options(ctx context.Context) *mqtt.ClientOptions {
 func (d *mqttDial) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.conn != nil {
-		d.conn.Close()
+	if d.lc != nil {
+		d.lc.Close()
 	}
 }
 
-// err is the probe's outcome: the dial's own error wins over paho's.
+// err is the probe's outcome: the dial's own error wins over paho's, and a
+// packet that broke MQTT wins over what paho made of it.
 func (d *mqttDial) err(pahoErr error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.openErr != nil {
 		return d.openErr
 	}
+	if d.lc != nil {
+		if err := d.lc.Err(); err != nil {
+			return err
+		}
+	}
 	return pahoErr
 }
+
+// probeMaxPacket is the largest PUBLISH or SUBACK the probe takes: it
+// subscribes to nothing, so none should come at all.
+const probeMaxPacket = 64
 
 // openConn dials hostport inside ns and, with tlsCfg, completes the TLS
 // handshake, all bounded by ctx.

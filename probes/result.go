@@ -10,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/edgeheal/edgeheal/broker"
 )
 
 // Class is what a workload probe observed, in the words an operator uses.
@@ -27,7 +29,10 @@ const (
 	ClassAuth    Class = "auth"     // CONNACK refused the credentials (return code 4 or 5)
 	ClassNoRoute Class = "no-route" // no route to the host or network
 	ClassNoPod   Class = "no-pod"   // no ready pod sandbox matches: nothing to probe
-	ClassFailed  Class = "failed"   // any other observed failure
+	// ClassProtocol: what answered broke MQTT (a packet far larger than
+	// a CONNACK, a malformed CONNACK): the broker's fault, not the path's.
+	ClassProtocol Class = "protocol"
+	ClassFailed   Class = "failed" // any other observed failure
 )
 
 // Result is one observation made by a probe. A Result describes what the
@@ -96,9 +101,12 @@ func Classify(err error) Class {
 	var dnsErr *net.DNSError
 	var authErr *authError
 	var netErr net.Error
+	var packetErr *broker.PacketError
 	switch {
 	case errors.Is(err, ErrNoPod):
 		return ClassNoPod
+	case errors.As(err, &packetErr):
+		return ClassProtocol
 	case errors.As(err, &dnsErr):
 		return ClassDNS
 	case errors.As(err, &authErr):

@@ -13,6 +13,10 @@ type Link struct {
 	// (no carrier: a modem that lost its cell, a cable out). An unknown
 	// operational state (tunnels, some drivers) counts as carrier.
 	NoCarrier bool `json:"no_carrier,omitempty"`
+	// Kind is the kernel's link kind (netlink's IFLA_INFO_KIND: veth,
+	// bridge, wireguard, vxlan, ...), "loopback" for a loopback device,
+	// and "" for a plain device (a NIC, a modem).
+	Kind string `json:"kind,omitempty"`
 }
 
 // LinkLister lists the links of one network namespace.

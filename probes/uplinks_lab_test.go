@@ -150,3 +150,34 @@ func TestLabNetlinkListsLinksAndDefaultRoutesAndSubscribes(t *testing.T) {
 		}
 	}
 }
+
+// Links carries each link's kind as the kernel says it: the loopback, a
+// veth, a bridge are told apart, so that a pattern
+// can pass over what is no uplink.
+func TestLabNetlinkTellsLinkKinds(t *testing.T) {
+	ns, h := labNamespace(t)
+	addVeth(t, h, "veth-k0", "veth-k1")
+	la := netlink.NewLinkAttrs()
+	la.Name = "br-k"
+	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := NewNetlinkAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	links, err := nl.Links()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range links {
+		got[l.Name] = l.Kind
+	}
+	for name, kind := range map[string]string{"lo": "loopback", "veth-k0": "veth", "br-k": "bridge"} {
+		if got[name] != kind {
+			t.Errorf("%s: kind %q, want %q (all: %v)", name, got[name], kind, got)
+		}
+	}
+}

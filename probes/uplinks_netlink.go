@@ -85,7 +85,7 @@ func (n *Netlink) Links() ([]Link, error) {
 	}
 	links := make([]Link, 0, len(ls))
 	for _, l := range ls {
-		links = append(links, toLink(l.Attrs()))
+		links = append(links, toLink(l))
 	}
 	return links, nil
 }
@@ -129,9 +129,17 @@ func isDefault(r netlink.Route) bool {
 	return ones == 0
 }
 
-func toLink(a *netlink.LinkAttrs) Link {
+func toLink(l netlink.Link) Link {
+	a := l.Attrs()
+	kind := l.Type()
+	switch {
+	case a.Flags&net.FlagLoopback != 0:
+		kind = "loopback"
+	case kind == "device":
+		kind = ""
+	}
 	return Link{Name: a.Name, Index: a.Index, Up: a.Flags&net.FlagUp != 0,
-		NoCarrier: a.OperState == netlink.OperDown || a.OperState == netlink.OperLowerLayerDown}
+		NoCarrier: a.OperState == netlink.OperDown || a.OperState == netlink.OperLowerLayerDown, Kind: kind}
 }
 
 // Subscribe implements LinkWatcher with one RTNLGRP_LINK and one route
@@ -235,7 +243,7 @@ func (s *subscription) forward() {
 				continue
 			}
 			if !s.stopped {
-				s.send(LinkEvent{Link: toLink(u.Attrs()), Deleted: u.Header.Type == unix.RTM_DELLINK})
+				s.send(LinkEvent{Link: toLink(u.Link), Deleted: u.Header.Type == unix.RTM_DELLINK})
 			}
 		case u, ok := <-rch:
 			if !ok {

@@ -1,8 +1,19 @@
-// Package httpapi serves edgeheal's local HTTP endpoints: /livez (the
-// control loop makes progress), /readyz (config, components and first
-// round; /readyz/workload/<name> per workload), /metrics and /v1/status,
-// which `edgeheal status` reads. It only reads the agent; nothing it serves
-// changes anything.
+// Package httpapi serves edgeheal's local HTTP endpoints on two
+// listeners, each a component of its own so that one that cannot listen
+// costs nothing of the other:
+//
+//   - the TCP listener (report.http.listen, component "http"): /livez,
+//     /healthz, /readyz, /readyz/workload/<name> and /metrics, for probes
+//     and scrapers; nothing else, since anyone on the node can bind a
+//     port first;
+//   - the local API on a Unix socket (report.http.socket, component
+//     "local"): the same, and /v1/status, which `edgeheal status` and
+//     edgeheal-kube read (localapi is their client). The socket is root's,
+//     mode 0660 with the edgeheal group when the package made it, 0600
+//     otherwise; its directory must be root's and writable by root alone.
+//     A route of its own is added with Handle before Run.
+//
+// Neither changes anything: the agent is only read.
 package httpapi
 
 import (
@@ -17,6 +28,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/localapi"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -38,13 +50,17 @@ type AgentState interface {
 
 // ServerOptions configure the HTTP server. State is required.
 type ServerOptions struct {
-	Listen  string // report.http.listen, e.g. "127.0.0.1:9101"
-	State   AgentState
-	Metrics http.Handler         // nil: /metrics answers 404
-	Outbox  OutboxStats          // nil: no outbox in /v1/status
-	MQTT    func() wire.MQTTInfo // nil: no mqtt in /v1/status
-	Info    func() wire.NodeInfo // node, site, version, config revision
-	Logger  *slog.Logger
+	Listen string // report.http.listen, e.g. "127.0.0.1:9469": the TCP listener (NewServer)
+	Socket string // report.http.socket: the local API's Unix socket (NewLocal)
+	// SocketGroup may use the socket too (mode 0660) when it exists;
+	// default localapi.Group.
+	SocketGroup string
+	State       AgentState
+	Metrics     http.Handler         // nil: /metrics answers 404
+	Outbox      OutboxStats          // nil: no outbox in /v1/status
+	MQTT        func() wire.MQTTInfo // nil: no mqtt in /v1/status
+	Info        func() wire.NodeInfo // node, site, version, config revision
+	Logger      *slog.Logger
 	// Stale is how long the loop may go without progress before /livez
 	// fails; default 3 × the loop interval is the caller's business, 2m if 0.
 	Stale time.Duration
@@ -63,13 +79,37 @@ type OutboxStats interface {
 type Server struct {
 	opts    ServerOptions
 	started time.Time
+	local   bool                    // the Unix socket's server: the whole API
+	routes  map[string]http.Handler // the local API's own routes
 
 	mu sync.Mutex
 	ln net.Listener
 }
 
-// NewServer builds the server; Start listens.
+// NewServer builds the TCP server of metrics and health on opts.Listen
+// (component "http"); Run listens.
 func NewServer(opts ServerOptions) *Server {
+	return newServer(opts, false)
+}
+
+// NewLocal builds the local API's server on the Unix socket opts.Socket
+// (component "local"): health, metrics and /v1/status; Run listens.
+func NewLocal(opts ServerOptions) *Server {
+	s := newServer(opts, true)
+	s.routes = map[string]http.Handler{"GET " + localapi.StatusPath: http.HandlerFunc(s.status)}
+	return s
+}
+
+// Handle adds a route to the local API (a pattern of net/http's ServeMux,
+// e.g. "GET /v1/history"), before Run.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	if s.routes == nil {
+		panic("httpapi: routes are the local API's: " + pattern)
+	}
+	s.routes[pattern] = h
+}
+
+func newServer(opts ServerOptions, local bool) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -82,7 +122,10 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.Info == nil {
 		opts.Info = func() wire.NodeInfo { return wire.NodeInfo{} }
 	}
-	return &Server{opts: opts, started: opts.Now()}
+	if opts.SocketGroup == "" {
+		opts.SocketGroup = localapi.Group
+	}
+	return &Server{opts: opts, started: opts.Now(), local: local}
 }
 
 // Handler is the server's mux, for tests and for embedding.
@@ -92,7 +135,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /readyz/workload/{name}", s.workload)
-	mux.HandleFunc("GET /v1/status", s.status)
+	for p, h := range s.routes {
+		mux.Handle(p, h)
+	}
 	if s.opts.Metrics != nil {
 		mux.Handle("GET /metrics", s.opts.Metrics)
 	}
@@ -100,7 +145,12 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Name implements core.Component.
-func (s *Server) Name() string { return "http" }
+func (s *Server) Name() string {
+	if s.local {
+		return "local"
+	}
+	return "http"
+}
 
 // Health implements core.Component: the server is passive, its progress
 // is not watched.
@@ -122,11 +172,19 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx)
 }
 
-// Listen opens the listener; Serve serves on it.
+// Listen opens the listener; Serve serves on it. A TCP port another
+// process holds is an error that says whose it is and that status and
+// control are on the socket.
 func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.opts.Listen)
+	var ln net.Listener
+	var err error
+	if s.local {
+		ln, err = listenSocket(s.opts.Socket, s.opts.SocketGroup)
+	} else if ln, err = net.Listen("tcp", s.opts.Listen); err != nil {
+		err = fmt.Errorf("listening for metrics and health on %s: %w%s", s.opts.Listen, err, takenBy(s.opts.Listen, err))
+	}
 	if err != nil {
-		return fmt.Errorf("listening for http on %s: %w", s.opts.Listen, err)
+		return err
 	}
 	s.mu.Lock()
 	s.ln = ln
@@ -155,7 +213,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}()
 	select {
 	case err := <-done:
-		return fmt.Errorf("serving http on %s: %w", s.opts.Listen, err)
+		return fmt.Errorf("serving http on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

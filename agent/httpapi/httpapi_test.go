@@ -99,7 +99,7 @@ func (f fakeOutboxStats) Depth() int      { return f.depth }
 func (f fakeOutboxStats) Dropped() uint64 { return f.dropped }
 
 func TestStatusShowsChecksOutboxAndMQTT(t *testing.T) {
-	s := NewServer(ServerOptions{
+	s := NewLocal(ServerOptions{
 		State: &fakeAgent{ready: true, progress: testNow.Add(-2 * time.Second), checks: []wire.Check{
 			{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
 			{Kind: "peer", Target: "wg0/AbCd", State: "healing", Healthy: false},

@@ -27,7 +27,23 @@ type link struct {
 	c       paho.Client
 	session uint64
 	lost    chan error // connection lost (buffered, 1)
-	raw     func() net.Conn
+	raw     func() *broker.LimitedConn
+	up      time.Time // when the CONNACK came
+}
+
+// reportMaxPacket is the largest PUBLISH or SUBACK the reporting session
+// takes from its broker: it subscribes to nothing, so none should come.
+// Every other packet a broker sends has a fixed size (broker.LimitPackets).
+const reportMaxPacket = 4 << 10
+
+// broke is the packet that broke MQTT and closed the connection, or err.
+func (l *link) broke(err error) error {
+	if c := l.raw(); c != nil {
+		if perr := c.Err(); perr != nil {
+			return perr
+		}
+	}
+	return err
 }
 
 // abort closes the TCP connection without an MQTT DISCONNECT, so the broker
@@ -59,7 +75,7 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	}
 	var (
 		rawMu sync.Mutex
-		raw   net.Conn
+		raw   *broker.LimitedConn
 	)
 	o := paho.NewClientOptions().
 		AddBroker(p.opts.Config.Broker).
@@ -84,12 +100,15 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 		// handle on the TCP connection for abort.
 		SetCustomOpenConnectionFn(func(uri *url.URL, _ paho.ClientOptions) (net.Conn, error) {
 			c, err := p.dial(ctx, tc)
-			if err == nil {
-				rawMu.Lock()
-				raw = c
-				rawMu.Unlock()
+			if err != nil {
+				return nil, err
 			}
-			return c, err
+			// Every packet's size is checked before paho allocates it.
+			lc := broker.LimitPackets(c, broker.PacketLimits{Max: reportMaxPacket, CleanSession: true})
+			rawMu.Lock()
+			raw = lc
+			rawMu.Unlock()
+			return lc, nil
 		})
 	if p.opts.Config.Username != "" {
 		o.SetUsername(p.opts.Config.Username)
@@ -97,7 +116,7 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	if password != "" {
 		o.SetPassword(password)
 	}
-	l := &link{session: session, lost: make(chan error, 1), raw: func() net.Conn {
+	l := &link{session: session, lost: make(chan error, 1), raw: func() *broker.LimitedConn {
 		rawMu.Lock()
 		defer rawMu.Unlock()
 		return raw
@@ -115,9 +134,9 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 		return nil, fmt.Errorf("connecting to %s: no CONNACK within %s", p.broker, 2*p.opts.DialTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", p.broker, err)
+		return nil, fmt.Errorf("connecting to %s: %w", p.broker, l.broke(err))
 	}
-	l.c = c
+	l.c, l.up = c, time.Now()
 	return l, nil
 }
 
@@ -209,7 +228,7 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 			return nil
 		case lerr := <-l.lost:
 			l.c.Disconnect(0)
-			return fmt.Errorf("%w: %w", errLost, lerr)
+			return fmt.Errorf("%w: %w", errLost, l.broke(lerr))
 		case <-p.changed:
 			err = st.publish(ctx, false)
 		case <-heartbeat.C:
@@ -217,6 +236,9 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 		case <-p.opts.Outbox.Changed():
 			drain = true
 		case <-alive.C:
+			if time.Since(l.up) >= p.reconnect.StableAfter.D() {
+				p.brokerBroke(nil) // a connection that lasts: the broker speaks MQTT again
+			}
 		}
 		if err != nil {
 			return p.fail(ctx, l, err)
@@ -232,7 +254,7 @@ func (p *Publisher) fail(ctx context.Context, l *link, err error) error {
 		return nil
 	}
 	l.abort()
-	return err
+	return l.broke(err)
 }
 
 // statusPublisher publishes the retained status on one connection.

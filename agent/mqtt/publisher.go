@@ -104,6 +104,7 @@ type Publisher struct {
 	progress time.Time
 	retry    *retry
 	kicked   kicked
+	broken   bool // the broker broke MQTT since the last good connect
 
 	changed   chan struct{}
 	tryNow    chan struct{}

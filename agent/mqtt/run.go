@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -42,6 +43,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.setErr(err)
 			p.ended(-1, false)
 			p.log.Warn("mqtt connect failed", "session", session, "err", err)
+			p.brokerBroke(err)
 		} else {
 			p.setErr(nil)
 			p.log.Info("mqtt connected", "session", session)
@@ -53,11 +55,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 			if err != nil {
 				p.setErr(err)
 				p.log.Warn("mqtt connection lost", "session", session, "up_seconds", up.Seconds(), "err", err)
+				p.brokerBroke(err)
 			}
 			// A connection the broker closed soon after accepting it, while
 			// it still answers: taken over, or refused (see kicked). One
 			// that went with the broker (a restart) is neither.
-			kick := errors.Is(err, errLost) && up < kickedWithin && p.check(ctx)
+			// A broker that broke MQTT is reported as that (brokerBroke).
+			var perr *broker.PacketError
+			kick := errors.Is(err, errLost) && !errors.As(err, &perr) && up < kickedWithin && p.check(ctx)
 			p.ended(up, kick)
 		}
 		if !p.awaitBroker(ctx) {
@@ -65,6 +70,33 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// brokerBroke reports a broker that broke MQTT (err is a
+// *broker.PacketError: a packet over the reporting session's limit, a
+// malformed CONNACK): an incident the first time, and a recovery once a
+// connection has lasted StableAfter (err nil). Other errors change nothing.
+func (p *Publisher) brokerBroke(err error) {
+	var perr *broker.PacketError
+	if err != nil && !errors.As(err, &perr) {
+		return
+	}
+	p.mu.Lock()
+	was := p.broken
+	p.broken = perr != nil
+	p.mu.Unlock()
+	now := time.Now().UTC()
+	switch {
+	case perr != nil && !was:
+		p.log.Error("mqtt: the broker's fault: "+perr.Error(), "broker", p.broker.String())
+		p.opts.Emit(core.Event{Time: now, Kind: "incident", Target: "mqtt", Result: "protocol",
+			Summary:  fmt.Sprintf("mqtt: %s (%s): the broker's fault, not the network's", perr.Error(), p.broker),
+			Evidence: map[string]any{"broker": p.broker.String(), "packet_type": int(perr.Type), "remaining_length": perr.Length}})
+	case perr == nil && was:
+		p.log.Info("mqtt: the broker speaks MQTT again")
+		p.opts.Emit(core.Event{Time: now, Kind: "recovered", Target: "mqtt", Result: "ok",
+			Summary: fmt.Sprintf("mqtt: %s speaks MQTT again", p.broker)})
+	}
 }
 
 // ended feeds the end of a full connect (up < 0: it failed) to the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent/statedir"
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 // Session is the MQTT session counter persisted in the state directory. It
@@ -64,7 +65,7 @@ func OpenSession(dir string, now func() time.Time) *Session {
 		now = time.Now
 	}
 	s := &Session{path: filepath.Join(dir, "session"), now: now}
-	b, err := os.ReadFile(s.path)
+	b, err := regfile.Read(s.path, 1<<10) // a number: anything larger is no counter
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		s.fresh = true

@@ -45,15 +45,89 @@ func needsDefaultRoute(ups []configs.Uplink) bool {
 
 // matchUplink reports whether selector sel (an exact name, a glob, or
 // "default-route") chooses l; dr holds the default-route link indexes.
+// Only an exact name chooses a link a glob never does (notByGlob): a
+// pattern such as "*" or "e*" is meant for uplinks, not for the loopback,
+// a pod's veth, a bridge or a tunnel.
 func matchUplink(sel string, l probes.Link, dr map[int]bool) bool {
-	if sel == configs.DefaultRoute {
-		return dr[l.Index]
-	}
-	if sel == l.Name {
+	switch {
+	case sel == configs.DefaultRoute:
+		return dr[l.Index] && l.Kind != "loopback"
+	case sel == l.Name:
 		return true
+	case notByGlob(l) != "":
+		return false
 	}
 	ok, _ := path.Match(sel, l.Name)
 	return ok
+}
+
+// notByGlob says why no glob chooses l ("loopback", "veth", "bridge",
+// "tunnel (wireguard)", ...), "" when one may.
+func notByGlob(l probes.Link) string {
+	switch {
+	case l.Kind == "loopback" || l.Kind == "veth" || l.Kind == "bridge":
+		return l.Kind
+	case tunnelKinds[l.Kind]:
+		return "tunnel (" + l.Kind + ")"
+	case virtualKinds[l.Kind]:
+		return "virtual (" + l.Kind + ")"
+	}
+	return ""
+}
+
+// virtualKinds are devices that carry no traffic of their own to the
+// world (traffic shaping, test and monitoring devices).
+var virtualKinds = map[string]bool{"ifb": true, "dummy": true, "nlmon": true, "vrf": true, "vcan": true, "netdevsim": true}
+
+// tunnelKinds are the link kinds of tunnels: their offloads are the
+// kernel's business, and a pattern written for uplinks must not touch them.
+var tunnelKinds = map[string]bool{
+	"wireguard": true, "vxlan": true, "geneve": true, "ipip": true, "sit": true, "gre": true, "gretap": true,
+	"ip6gre": true, "ip6gretap": true, "ip6tnl": true, "vti": true, "vti6": true, "tuntap": true, "erspan": true,
+	"ip6erspan": true, "xfrm": true, "bareudp": true, "gtp": true,
+}
+
+// Matched is what one uplink selector chooses on this node: the links it
+// selects, and those a glob of its passes over, with why.
+type Matched struct {
+	Selector string
+	Links    []string
+	Skipped  []string // "veth12ab (veth)"
+}
+
+// Match lists, for every uplink selector of ups, the links of this node
+// it chooses and those its glob passes over (`edgeheal config check`).
+func Match(links probes.LinkLister, ups []configs.Uplink) ([]Matched, error) {
+	ls, err := links.Links()
+	if err != nil {
+		return nil, err
+	}
+	dr := map[int]bool{}
+	if needsDefaultRoute(ups) {
+		idx, err := links.DefaultRouteLinks()
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range idx {
+			dr[i] = true
+		}
+	}
+	slices.SortFunc(ls, func(a, b probes.Link) int { return strings.Compare(a.Name, b.Name) })
+	var out []Matched
+	for _, u := range ups {
+		m := Matched{Selector: u.Name}
+		glob := strings.ContainsAny(u.Name, "*?[")
+		for _, l := range ls {
+			switch ok, _ := path.Match(u.Name, l.Name); {
+			case matchUplink(u.Name, l, dr):
+				m.Links = append(m.Links, l.Name)
+			case glob && ok:
+				m.Skipped = append(m.Skipped, l.Name+" ("+notByGlob(l)+")")
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // selectUplink returns the targets for one link: nil when no config

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -91,3 +92,63 @@ func TestReadUplinksReadsTheDefaultRoutesOnlyWhenNeeded(t *testing.T) {
 		t.Errorf("default-route: %+v, %v, %v; want wwan0", got, dr, err)
 	}
 }
+
+// A pattern never chooses the loopback, a veth, a bridge or a tunnel: on
+// a K3s node "*" chose lo and every pod's veth (an offload-drift event and
+// an evidence bundle per pod start). Only an exact name chooses them.
+func TestAGlobNeverChoosesLoopbackVethsBridgesOrTunnels(t *testing.T) {
+	links := []probes.Link{
+		{Name: "lo", Index: 1, Up: true, Kind: "loopback"},
+		{Name: "eth0", Index: 2, Up: true},
+		{Name: "wwan0", Index: 3, Up: true},
+		{Name: "veth3f2a9c1", Index: 4, Up: true, Kind: "veth"},
+		{Name: "cni0", Index: 5, Up: true, Kind: "bridge"},
+		{Name: "flannel.1", Index: 6, Up: true, Kind: "vxlan"},
+		{Name: "flannel-wg", Index: 7, Up: true, Kind: "wireguard"},
+		{Name: "tun0", Index: 8, Up: true, Kind: "tuntap"},
+	}
+	names := func(ts []uplinkTarget) []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		sel  string
+		dr   []int
+		want []string
+	}{
+		{"*", nil, []string{"eth0", "wwan0"}},
+		{"?*", nil, []string{"eth0", "wwan0"}},
+		{"veth*", nil, nil},
+		{"flannel*", nil, nil},
+		{"cni0", nil, []string{"cni0"}},
+		{"lo", nil, []string{"lo"}},
+		{"flannel-wg", nil, []string{"flannel-wg"}},
+		{configs.DefaultRoute, []int{1, 2}, []string{"eth0"}},
+	} {
+		dr := map[int]bool{}
+		for _, i := range tc.dr {
+			dr[i] = true
+		}
+		got := names(selectUplinks([]configs.Uplink{{Name: tc.sel, TxChecksum: "off"}}, links, dr))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q chooses %v, want %v", tc.sel, got, tc.want)
+		}
+	}
+	m, err := Match(fakeLister(links), []configs.Uplink{{Name: "*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Matched{{Selector: "*", Links: []string{"eth0", "wwan0"}, Skipped: []string{"cni0 (bridge)", "flannel-wg (tunnel (wireguard))",
+		"flannel.1 (tunnel (vxlan))", "lo (loopback)", "tun0 (tunnel (tuntap))", "veth3f2a9c1 (veth)"}}}
+	if diff := cmp.Diff(want, m); diff != "" {
+		t.Errorf("Match (-want +got):\n%s", diff)
+	}
+}
+
+type fakeLister []probes.Link
+
+func (f fakeLister) Links() ([]probes.Link, error)     { return slices.Clone(f), nil }
+func (f fakeLister) DefaultRouteLinks() ([]int, error) { return nil, nil }

@@ -42,6 +42,9 @@ func (o *Outbox) Health() core.Health {
 	case o.disk.dirSyncErr != nil:
 		return core.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; the outbox directory could not be synced after a compaction (retried before the next write): %v",
 			len(o.pending), o.disk.dirSyncErr)}
+	case o.disk.incident:
+		return core.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued on disk; the disk took writes again after failing, and the incident stays open until it has kept %d KiB free for %s",
+			len(o.pending), roomNeeded>>10, settleFor)}
 	case o.disk.compactErr != nil:
 		return core.Health{Degraded: true, Detail: fmt.Sprintf("%d events queued; compacting the log fails, next try in %s: %v",
 			len(o.pending), o.disk.compactDelay, o.disk.compactErr)}
@@ -60,7 +63,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 		if !o.closed {
 			o.tick()
 		}
-		o.mu.Unlock()
+		o.unlock()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -83,6 +86,7 @@ func (o *Outbox) tick() {
 	if o.disk.failing() || o.dirty() {
 		o.sync(true)
 	}
+	o.settle()
 	o.maybeCompact()
 }
 
@@ -113,6 +117,9 @@ func (o *Outbox) attach() error {
 	o.f, o.size, o.dead, o.truncated = d.f, d.size, d.dead, d.truncated
 	o.damage.bytes += d.damage.bytes
 	o.damage.regions += d.damage.regions
+	for _, e := range d.told { // the damage the log had
+		o.tell(e)
+	}
 	o.dropped += d.dropped
 	o.disk.removals = d.disk.removals
 	o.disk.countUnwritten = true // the header of the next write makes the total exact

@@ -51,7 +51,7 @@ func (o *Outbox) recoverDamage(data []byte, r replayed) {
 		ev["rewrite_error"] = err.Error()
 		o.disk.compactErr = err
 	}
-	_ = o.add(core.Event{
+	o.own(core.Event{
 		Time: o.now().UTC(), Kind: KindIncident, Target: "outbox", Result: "damaged",
 		Summary: fmt.Sprintf("outbox log damaged: %d bytes in %d region(s) %s; the %d valid records around them were kept (events in the damaged bytes are lost)",
 			n, len(r.damaged), where, r.records),

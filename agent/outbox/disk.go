@@ -7,6 +7,7 @@ package outbox
 import (
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent/core"
@@ -20,11 +21,25 @@ const (
 	retryLast  = 10 * time.Second
 )
 
+// A disk incident (disk-failing) ends only once the log has been written
+// again and the file system has kept at least roomNeeded free for
+// settleFor: a disk that fills again in between continues the same
+// incident, without a new event. So a full disk that takes a small write
+// now and then (an ack while the broker drains the queue) can never flap
+// between incident and recovered: by construction there is at most one
+// pair per settleFor.
+var (
+	settleFor  = time.Minute
+	roomNeeded = uint64(64 << 10)
+)
+
 // diskState is what memory holds that the log does not, and why.
 type diskState struct {
 	removals       []record // "a" and "d" records of logged events not written yet
 	countUnwritten bool     // drops the log has no record of: the next write carries a header
 	err            error    // why the log is not being written; nil while it is
+	incident       bool     // a disk-failing incident is open (err may be nil again)
+	roomSince      time.Time
 	since          time.Time
 	retryAt        time.Time
 	retryDelay     time.Duration
@@ -59,8 +74,38 @@ func (o *Outbox) sync(fsync bool) {
 		return
 	}
 	if o.disk.failing() {
+		o.disk.err, o.disk.retryDelay, o.disk.retryAt = nil, 0, time.Time{}
+	}
+}
+
+// settle closes an open disk incident once the log is written and the
+// file system has kept room for settleFor. Called with o.mu held, from
+// Run's tick.
+func (o *Outbox) settle() {
+	if !o.disk.incident {
+		return
+	}
+	now := o.now()
+	if o.f == nil || o.disk.failing() || o.dirty() || !hasRoom(o.dir) {
+		o.disk.roomSince = time.Time{}
+		return
+	}
+	if o.disk.roomSince.IsZero() {
+		o.disk.roomSince = now
+	}
+	if now.Sub(o.disk.roomSince) >= settleFor {
 		o.diskRecovered()
 	}
+}
+
+// hasRoom reports whether the file system of dir has roomNeeded free for
+// the agent (root: the blocks reserved for root count).
+func hasRoom(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return st.Bfree*uint64(st.Bsize) >= roomNeeded
 }
 
 // writeDirty appends, in one write, the removals, the events only memory
@@ -146,16 +191,19 @@ func (o *Outbox) writeLog(b []byte, fsync bool) error {
 // a run of them queues an incident.
 func (o *Outbox) diskFailed(err error) {
 	now := o.now()
-	first := !o.disk.failing()
-	if first {
-		o.disk.since = now
+	if !o.disk.failing() {
 		o.disk.retryDelay = 0
 	}
+	first := !o.disk.incident
+	if first {
+		o.disk.since, o.disk.incident = now, true
+	}
+	o.disk.roomSince = time.Time{}
 	o.disk.err = err
 	o.disk.retryDelay = next(o.disk.retryDelay, retryFirst, retryLast)
 	o.disk.retryAt = now.Add(o.disk.retryDelay)
 	if first {
-		_ = o.add(core.Event{
+		o.own(core.Event{
 			Time: now.UTC(), Kind: KindIncident, Target: "outbox", Result: "disk-failing",
 			Summary:  fmt.Sprintf("the outbox log cannot be written: events are kept in memory (at most %d) until it can: %v", o.max, err),
 			Evidence: map[string]any{"error": err.Error(), "queued": len(o.pending)},
@@ -163,14 +211,17 @@ func (o *Outbox) diskFailed(err error) {
 	}
 }
 
-// diskRecovered notes that what memory held is in the log again, and
-// queues (and writes) the event that closes the incident.
+// diskRecovered closes the disk incident: what memory held has been in
+// the log, with room to spare, for settleFor. It queues (and writes) the
+// event that says so.
 func (o *Outbox) diskRecovered() {
 	now := o.now()
 	took := now.Sub(o.disk.since)
-	o.disk.err, o.disk.retryDelay, o.disk.retryAt = nil, 0, time.Time{}
-	_ = o.add(core.Event{
+	o.disk.incident, o.disk.roomSince = false, time.Time{}
+	o.own(core.Event{
 		Time: now.UTC(), Kind: "recovered", Target: "outbox", Result: "written", Duration: took.Seconds(),
-		Summary: fmt.Sprintf("the outbox log is written again after %s: every queued event is on disk", took.Round(time.Second)),
+		Summary: fmt.Sprintf("the outbox log is written again, with room to spare for %s, after %s: every queued event is on disk",
+			settleFor, took.Round(time.Second)),
 	})
+	o.sync(true)
 }

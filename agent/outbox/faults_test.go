@@ -55,6 +55,24 @@ func tickNow(o *Outbox) {
 	o.mu.Unlock()
 }
 
+// settleDisk runs Run's looks at a disk that works again: the first writes
+// what memory holds, and the incident stays open (degraded, nothing in
+// memory) until the disk has kept room for settleFor.
+func settleDisk(t *testing.T, o *Outbox, clock *fakeClock) {
+	t.Helper()
+	tickNow(o)
+	if h := o.Health(); !h.Degraded || !strings.Contains(h.Detail, "the incident stays open") || o.MemoryOnly() != 0 {
+		t.Errorf("once written again: health %+v, %d in memory only; want everything on disk and the incident open", h, o.MemoryOnly())
+	}
+	clock.Add(settleFor - time.Second)
+	tickNow(o)
+	if h := o.Health(); !h.Degraded {
+		t.Errorf("the incident closed before the disk kept room for %s", settleFor)
+	}
+	clock.Add(time.Second)
+	tickNow(o)
+}
+
 func rec(t *testing.T, r record) []byte {
 	t.Helper()
 	b, err := encodeRecord(r)
@@ -86,12 +104,21 @@ func liveIDs(r replayed) []string {
 	return out
 }
 
+// zeroTail is b with its last n bytes zeroed.
+func zeroTail(b []byte, n int) []byte {
+	out := append([]byte(nil), b...)
+	clear(out[len(out)-n:])
+	return out
+}
+
 func TestParseLogResynchronisesPastDamageAndCutsOnlyATornTail(t *testing.T) {
 	e1, e2, e3 := evRec(t, 1), evRec(t, 2), evRec(t, 3)
 	flipped := append([]byte(nil), e2...)
 	flipped[len(flipped)-3] ^= 0xff
 	badLen := append([]byte(nil), e2...)
 	badLen[3] = 0x7f // a length far beyond the log
+	grown := append([]byte(nil), e2...)
+	grown[1] ^= 0x01 // 256 bytes more than the body
 	tests := []struct {
 		name    string
 		data    []byte
@@ -109,8 +136,15 @@ func TestParseLogResynchronisesPastDamageAndCutsOnlyATornTail(t *testing.T) {
 		{"two damaged regions", cat(e1, flipped, e3, []byte("xx"), evRec(t, 4)), []string{"ev-001", "ev-003", "ev-004"},
 			[]span{{int64(len(e1)), int64(len(e2))}, {int64(len(e1) + len(e2) + len(e3)), 2}}, 0},
 		{"a torn last record is a tail, not damage", cat(e1, e2, e3[:len(e3)/2]), []string{"ev-001", "ev-002"}, nil, int64(len(e3) / 2)},
-		{"damage at the end is a tail", cat(e1, flipped), []string{"ev-001"}, nil, int64(len(e2))},
-		{"zeroes after the last record", cat(e1, make([]byte, 64)), []string{"ev-001"}, nil, 64},
+		{"a torn header is a tail", cat(e1, e2, e3[:5]), []string{"ev-001", "ev-002"}, nil, 5},
+		{"a flipped bit in the last, whole, record is damage", cat(e1, flipped), []string{"ev-001"},
+			[]span{{int64(len(e1)), int64(len(e2))}}, 0},
+		{"a length field grown in the last record is damage", cat(e1, grown), []string{"ev-001"},
+			[]span{{int64(len(e1)), int64(len(e2))}}, 0},
+		{"zeroes after the last record are damage", cat(e1, make([]byte, 64)), []string{"ev-001"}, []span{{int64(len(e1)), 64}}, 0},
+		{"the last bytes zeroed are damage", cat(e1, e2, zeroTail(e3, 20)), []string{"ev-001", "ev-002"},
+			[]span{{int64(len(e1) + len(e2)), int64(len(e3))}}, 0},
+		{"a log of garbage is damage", []byte(strings.Repeat("garbage!", 64)), nil, []span{{0, 512}}, 0},
 		{"damage at the very start", cat([]byte("junk"), e1, e2), []string{"ev-001", "ev-002"}, []span{{0, 4}}, 0},
 	}
 	for _, tt := range tests {
@@ -122,7 +156,11 @@ func TestParseLogResynchronisesPastDamageAndCutsOnlyATornTail(t *testing.T) {
 			if diff := cmp.Diff(tt.damaged, r.damaged); diff != "" {
 				t.Errorf("damaged (-want +got):\n%s", diff)
 			}
-			if r.tail != tt.tail || r.end+r.tail != int64(len(tt.data)) {
+			covered := r.end + r.tail
+			if n := len(r.damaged); n > 0 {
+				covered = max(covered, r.damaged[n-1].Off+r.damaged[n-1].Len)
+			}
+			if r.tail != tt.tail || covered != int64(len(tt.data)) {
 				t.Errorf("tail %d end %d of %d bytes, want tail %d", r.tail, r.end, len(tt.data), tt.tail)
 			}
 		})
@@ -291,7 +329,7 @@ func TestOutboxUsesTheNewLogWhenTheDirectorySyncAfterTheRenameFails(t *testing.T
 	}
 	compactHook = nil
 	clock.Add(retryLast)
-	tickNow(o)
+	settleDisk(t, o, clock)
 	if h := o.Health(); h.Degraded || o.MemoryOnly() != 0 {
 		t.Errorf("health after the directory synced: %+v, %d in memory only", h, o.MemoryOnly())
 	}
@@ -343,7 +381,7 @@ func TestOutboxKeepsEventsInMemoryWhileTheLogCannotBeWritten(t *testing.T) {
 	o.mu.Unlock()
 	full.Close()
 	clock.Add(retryLast)
-	tickNow(o)
+	settleDisk(t, o, clock)
 	if h := o.Health(); h.Degraded || o.MemoryOnly() != 0 {
 		t.Errorf("after the disk recovered: health %+v, %d in memory only", h, o.MemoryOnly())
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/statedir"
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 const (
@@ -28,6 +29,10 @@ const (
 	maxRecord    = 1 << 20 // a larger length field means a torn or corrupt record
 	recordHeader = 8       // uint32 length + uint32 CRC-32C, little endian
 	compactAfter = 512     // dead records before a compaction is considered
+	// maxLog bounds the log Open reads: far above what DefaultMax events
+	// of a few KiB each and their dead records make. A larger log is not
+	// read (the outbox runs in memory, saying why).
+	maxLog = 64 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -67,7 +72,9 @@ type replayed struct {
 
 // parseLog reads every valid record of data. Where a record is not valid,
 // it looks for the next one that is: the bytes in between are damage when
-// a valid record follows, and a torn tail when none does.
+// a valid record follows. When none does, the rest is a torn tail only if
+// it is what a write cut short leaves (torn); anything else there is
+// damage too.
 func parseLog(data []byte) replayed {
 	r := replayed{live: map[uint64]core.Event{}}
 	var off int64
@@ -75,9 +82,12 @@ func parseLog(data []byte) replayed {
 		rec, n, err := decodeRecord(data[off:])
 		if err != nil {
 			nextOff := findRecord(data, off+1)
-			if nextOff < 0 {
+			if nextOff < 0 && torn(data[off:]) {
 				r.tail = int64(len(data)) - off
 				break
+			}
+			if nextOff < 0 {
+				nextOff = int64(len(data))
 			}
 			r.damaged = append(r.damaged, span{Off: off, Len: nextOff - off})
 			off = nextOff
@@ -110,6 +120,54 @@ func (r *replayed) apply(rec record) {
 	default:
 		r.dead++
 	}
+}
+
+// torn reports whether b, the bytes after the last valid record of a log,
+// is what a write that never completed leaves there, and so may be cut
+// without a word: the start of one record, cut short. Its header (as much
+// of it as there is) gives a length in range and more than the bytes that
+// follow, and those bytes begin the way every record's body does. Append
+// returns only after its write is fsynced, and one Append is one write
+// starting at a record boundary, so a record that was acknowledged is
+// whole on disk: what is left of it cannot be shorter than its header
+// says. So a whole record with a wrong checksum, a length out of range,
+// zeroes or garbage are damage to what was accepted, never a torn write;
+// and so is a record whose length field was damaged (its body is whole,
+// and its checksum matches a shorter length). A log cut short by something
+// else than a write (a truncated file) is indistinguishable from a torn
+// write, and is cut like one.
+func torn(b []byte) bool {
+	if len(b) < recordHeader {
+		return !allZero(b)
+	}
+	n := int64(binary.LittleEndian.Uint32(b[0:4]))
+	sum := binary.LittleEndian.Uint32(b[4:8])
+	body := b[recordHeader:]
+	if n == 0 || n > maxRecord || int64(len(body)) >= n {
+		return false
+	}
+	k := min(len(body), len(recordStart))
+	if !bytes.Equal(body[:k], recordStart[:k]) {
+		return false
+	}
+	// A body that is whole under a shorter length: the length was damaged.
+	crc := uint32(0)
+	for i := range body {
+		crc = crc32.Update(crc, castagnoli, body[i:i+1])
+		if crc == sum && body[i] == '}' {
+			return false
+		}
+	}
+	return true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // findRecord returns the offset of the first valid record that starts at
@@ -182,7 +240,7 @@ func (o *Outbox) openLog() error {
 	}
 	path := filepath.Join(o.dir, outboxLog)
 	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := regfile.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening outbox log: %w", err)
 	}
@@ -192,7 +250,7 @@ func (o *Outbox) openLog() error {
 			return fmt.Errorf("syncing the outbox directory: %w", err)
 		}
 	}
-	data, err := io.ReadAll(f)
+	data, err := regfile.ReadFrom(f, maxLog)
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("reading outbox log: %w", err)
@@ -270,7 +328,7 @@ func (o *Outbox) compact() error {
 	tmp := filepath.Join(o.dir, outboxTmp)
 	var f *os.File
 	err := step("create", func() (err error) {
-		f, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		f, err = regfile.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		return err
 	})
 	if err != nil {

@@ -81,11 +81,14 @@ type Options struct {
 //   - Sequence numbers increase with every event. A new log starts them at
 //     the clock's Unix time in microseconds, so that a node whose state
 //     directory was wiped keeps numbering above what it sent before.
-//   - A write torn by a crash can only be at the tail of the log; Open cuts
-//     it (Truncated). A damaged record anywhere else does not cost the
-//     records after it: Open resynchronises at the next valid record, moves
-//     the damaged bytes aside to a file of their own, rewrites the log
-//     without them, and queues an incident that says so (Damaged).
+//   - A write torn by a crash can only be at the tail of the log, and only
+//     a write that was never acknowledged: the prefix of a record, cut
+//     short. Open cuts it (Truncated). Damage to a record that was written
+//     whole (a flipped bit, zeroes, garbage), at the tail or anywhere
+//     else, does not cost the records after it: Open resynchronises at the
+//     next valid record, moves the damaged bytes aside to a file of their
+//     own, rewrites the log without them, and queues an incident that says
+//     so (Damaged).
 //
 // Outbox is safe for concurrent use.
 type Outbox struct {
@@ -110,6 +113,10 @@ type Outbox struct {
 	// remap holds the sequence numbers of events carried from memory to a
 	// log whose numbers were ahead of them, for their Acks.
 	remap map[uint64]uint64
+	// told are the outbox's own events (incidents about its disk and
+	// damage, drop reports) queued and not yet handed to observe.
+	told    []core.Event
+	observe func(core.Event)
 }
 
 // entry is a queued event and whether its record is in the log yet.
@@ -200,7 +207,7 @@ func (o *Outbox) Append(e core.Event) error {
 		e.Time = o.now().UTC()
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	if o.closed {
 		return ErrClosed
 	}
@@ -244,7 +251,55 @@ func (o *Outbox) bound() {
 	if p.report != nil {
 		o.insert(entry{Item: Item{Seq: o.nextSeq, Event: *p.report}})
 		o.nextSeq++
+		o.tell(*p.report)
 	}
+}
+
+// own queues an event of the outbox's own (an incident about its disk or
+// damage) and notes it for the observer. Called with o.mu held.
+func (o *Outbox) own(e core.Event) {
+	if e.ID == "" {
+		e.ID = core.NewEventID()
+	}
+	if o.add(e) == nil {
+		o.tell(e)
+	}
+}
+
+// maxTold bounds the own events kept for an observer that is not set yet.
+const maxTold = 256
+
+// tell notes e for the observer. Called with o.mu held.
+func (o *Outbox) tell(e core.Event) {
+	if len(o.told) < maxTold {
+		o.told = append(o.told, e)
+	}
+}
+
+// unlock releases o.mu and then hands the own events queued under it to
+// the observer, so that the observer may take any lock (the metrics', the
+// log's) and even call the outbox.
+func (o *Outbox) unlock() {
+	var told []core.Event
+	f := o.observe
+	if f != nil {
+		told, o.told = o.told, nil
+	}
+	o.mu.Unlock()
+	for _, e := range told {
+		f(e)
+	}
+}
+
+// Observe sets f to receive every event the outbox queues of its own (the
+// incidents about its disk and about damage, their recoveries, the drop
+// reports) once it is queued, so that the agent counts and logs them as it
+// does every other event; f must not block. The own events queued before
+// (at Open: damage found in the log) are handed to f at once.
+func (o *Outbox) Observe(f func(core.Event)) {
+	o.mu.Lock()
+	o.observe = f
+	o.unlock()
 }
 
 // applyDrop removes what p drops and supersedes from memory and notes the
@@ -303,7 +358,7 @@ func (o *Outbox) insert(en entry) {
 // written gets it with the next write that succeeds.
 func (o *Outbox) Ack(seq uint64) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	defer o.unlock()
 	if o.closed {
 		return ErrClosed
 	}

@@ -187,7 +187,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			r.drain(nil, time.Now().Add(stopWithin))
+			r.drain(ctx, time.Now().Add(stopWithin))
 			return nil
 		case <-r.wake:
 		}
@@ -195,8 +195,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
-// drain records every queued event, in order. With a nil ctx (stopping)
-// it takes no evidence and stops at until.
+// drain records every queued event, in order. With an until (stopping)
+// it takes no evidence and stops then.
 func (r *Recorder) drain(ctx context.Context, until time.Time) {
 	for {
 		if !until.IsZero() && time.Now().After(until) {
@@ -216,8 +216,8 @@ func (r *Recorder) drain(ctx context.Context, until time.Time) {
 		r.busySince, r.busyKind = r.o.Now(), e.Kind
 		collect := r.collect
 		r.mu.Unlock()
-		if ctx == nil {
-			collect = nil
+		if !until.IsZero() {
+			collect = nil // stopping: no evidence
 		}
 		r.record(ctx, e, collect)
 		r.mu.Lock()
@@ -261,6 +261,24 @@ func (r *Recorder) record(ctx context.Context, e core.Event, collect Collect) {
 			e.Evidence = ev
 		}
 	}
+	r.Observed(e)
+	if r.o.Store == nil {
+		return
+	}
+	if err := r.o.Store.Append(e); err != nil {
+		r.o.Log.Error("event not queued for the cloud: the outbox refused it", "event_id", e.ID, "error", err)
+		if r.o.OnEvent != nil {
+			r.o.OnEvent(core.Event{ID: e.ID, Time: e.Time, Kind: EventOutboxError, Target: "outbox", Summary: err.Error()})
+		}
+	}
+}
+
+// Observed is the way of an event that is already stored (the outbox's
+// own events: incidents about its disk and damage, its drop reports): it
+// is handed to OnEvent (the metrics count it) and logged, like every event
+// the recorder records. Safe for concurrent use; it never blocks on the
+// queue.
+func (r *Recorder) Observed(e core.Event) {
 	if r.o.OnEvent != nil {
 		r.o.OnEvent(e)
 	}
@@ -275,15 +293,6 @@ func (r *Recorder) record(ctx context.Context, e core.Event, collect Collect) {
 		attrs = append(attrs, "duration_seconds", e.Duration)
 	}
 	r.o.Log.Info(e.Summary, attrs...)
-	if r.o.Store == nil {
-		return
-	}
-	if err := r.o.Store.Append(e); err != nil {
-		r.o.Log.Error("event not queued for the cloud: the outbox refused it", "event_id", e.ID, "error", err)
-		if r.o.OnEvent != nil {
-			r.o.OnEvent(core.Event{ID: e.ID, Time: e.Time, Kind: EventOutboxError, Target: "outbox", Summary: err.Error()})
-		}
-	}
 }
 
 // Flush waits until every event emitted before it was called has been

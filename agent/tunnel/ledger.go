@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent/statedir"
+	"github.com/edgeheal/edgeheal/regfile"
 )
 
 // LedgerName is the file in the agent's state directory (run --state-dir)
@@ -105,7 +106,7 @@ func OpenLedger(dir string, now time.Time, log *slog.Logger) (*Ledger, error) {
 		return l, nil
 	}
 	l.path = filepath.Join(dir, ledgerName)
-	data, err := os.ReadFile(l.path)
+	data, err := regfile.Read(l.path, regfile.StateLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
 	}

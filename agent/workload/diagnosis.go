@@ -51,6 +51,9 @@ func diagnose(o observation) (diagnosis, string) {
 		return diagOK, fmt.Sprintf("connack from the pod in %s", round(o.Pod.Latency))
 	case o.Pod.Class == probes.ClassAuth:
 		return diagAuth, "the broker refused the credentials from the pod: " + o.Pod.Detail
+	case o.Pod.Class == probes.ClassProtocol:
+		// Something answered, and broke MQTT: never a dark overlay.
+		return diagBroker, "what answered the pod is at fault, not the path: " + o.Pod.Detail
 	case o.Host == nil && o.HostErr == nil:
 		return diagPodOnly, fmt.Sprintf("pod probe %s; no mqtt.host_broker configured, so overlay cannot be told from broker", o.Pod.Class)
 	case o.HostErr != nil:

@@ -34,6 +34,7 @@ func TestDiagnoseWorkload(t *testing.T) {
 		{"both time out is uplink", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassTimeout)}, diagUplink},
 		{"host has no route is uplink", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassNoRoute)}, diagUplink},
 		{"auth from the pod is auth, not network", observation{Pod: res(probes.ClassAuth), Host: resp(probes.ClassOK)}, diagAuth},
+		{"a broker that broke MQTT answering the pod is the broker, never the overlay", observation{Pod: res(probes.ClassProtocol), Host: resp(probes.ClassOK)}, diagBroker},
 		{"a failure without a host probe says it cannot tell", observation{Pod: res(probes.ClassTimeout)}, diagPodOnly},
 		{"no matching pod is no-pod", observation{ResolveErr: fmt.Errorf("pod x: %w", probes.ErrNoPod)}, diagNoPod},
 		{"an unreachable cri is unknown", observation{ResolveErr: errors.New("cri: connection refused")}, diagUnknown},

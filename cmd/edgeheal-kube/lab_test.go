@@ -81,10 +81,10 @@ tunnels:
     endpoint_host: %s
     probe: {target: "tcp://%s"}
 report:
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s}
   state_dir: %s
 kubernetes: {kubeconfig: %s, taint: true, grace: 3s, heartbeat: 10s}
-`, node, l.EdgeWG(), lab.CloudHost, l.BrokerTunnelAddr(), filepath.Join(dir, "state"), kubeconfig))
+`, node, l.EdgeWG(), lab.CloudHost, l.BrokerTunnelAddr(), filepath.Join(dir, "edgeheal.sock"), filepath.Join(dir, "state"), kubeconfig))
 	agentBin, kubeBin := build(t, "../edgeheal"), build(t, ".")
 	agent := startIn(t, l, "agent", dir, agentBin, "run", "--config", cfg)
 	startIn(t, l, "edgeheal-kube", dir, kubeBin, "run", "--config", cfg)

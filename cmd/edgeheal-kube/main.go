@@ -1,5 +1,6 @@
 // Command edgeheal-kube is edgeheal's optional Kubernetes reporter: it
-// reads the agent's /v1/status on the node and keeps the Node's condition
+// reads the agent's /v1/status on the node (its local API's Unix socket)
+// and keeps the Node's condition
 // EdgeOverlayHealthy, its events and (when configured) the taint
 // edgeheal.io/overlay-dark:NoSchedule in step with it. It is a program of
 // its own so that the agent's binary carries no Kubernetes client
@@ -93,7 +94,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	r := kube.New(kube.Options{
 		Client:    client,
 		Node:      node,
-		Status:    kube.HTTPStatus(cfg.Report.HTTP.Listen),
+		Status:    kube.SocketStatus(cfg.Report.HTTP.Socket),
 		Interval:  cfg.Interval.D(),
 		Stale:     max(30*time.Second, 10*cfg.Interval.D()),
 		Taint:     k.Taint,
@@ -101,7 +102,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		Heartbeat: k.Heartbeat.D(),
 		Log:       log,
 	})
-	log.Info("reporting to Kubernetes", "node", node, "kubeconfig", k.Kubeconfig, "status", cfg.Report.HTTP.Listen, "taint", k.Taint, "version", version)
+	log.Info("reporting to Kubernetes", "node", node, "kubeconfig", k.Kubeconfig, "status", cfg.Report.HTTP.Socket, "taint", k.Taint, "version", version)
 	if err := r.Run(ctx); err != nil {
 		log.Error("stopped", "error", err)
 		return 2

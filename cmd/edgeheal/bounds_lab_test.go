@@ -41,7 +41,7 @@ tunnels:
     probe: {target: "tcp://%s"}
 report:
   mqtt: {broker: "tcp://%s"}
-  http: {listen: ""}
+  http: {listen: "", socket: ""}
   state_dir: %s
 policy: {cooldown: 5s, max_disruptive: %d, window: 1h, verify_timeout: 5s}
 `, node, l.EdgeWG(), l.BrokerTunnelAddr(), l.BrokerPublicAddr(), filepath.Join(dir, "report"), maxDisruptive))

@@ -7,6 +7,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/agent/offload"
+	"github.com/edgeheal/edgeheal/agent/system"
 	"github.com/edgeheal/edgeheal/configs"
 )
 
@@ -42,7 +45,37 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: valid (%d files, revision %s)\n", *path, len(cfg.Files), cfg.Revision)
+	if len(cfg.Uplinks) > 0 {
+		sys := system.Open()
+		defer sys.Close()
+		writeUplinkMatches(stdout, cfg.Uplinks, sys.OS().Links)
+	}
 	return nil
+}
+
+// writeUplinkMatches shows what each uplink selector chooses on this node,
+// and what a pattern passes over (the loopback, veths, bridges, tunnels),
+// so that a pattern is seen to do what was meant before the agent acts on
+// it. Links that cannot be listed are said, not an error: the config is
+// valid either way.
+func writeUplinkMatches(w io.Writer, ups []configs.Uplink, links core.Links) {
+	ms, err := offload.Match(links, ups)
+	if err != nil {
+		fmt.Fprintf(w, "uplinks on this node: the links could not be listed: %v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "uplinks on this node:")
+	for i, m := range ms {
+		chosen := strings.Join(m.Links, ", ")
+		if chosen == "" {
+			chosen = "no link"
+		}
+		fmt.Fprintf(w, "  uplinks[%d] %q: %s", i, m.Selector, chosen)
+		if len(m.Skipped) > 0 {
+			fmt.Fprintf(w, " (a pattern never chooses %s: name one exactly to guard it)", strings.Join(m.Skipped, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func cmdConfigShow(args []string, stdout, stderr io.Writer) error {
@@ -67,13 +100,13 @@ func cmdConfigShow(args []string, stdout, stderr io.Writer) error {
 
 // loadConfig loads path and maps the error to the exit code: 1 for an
 // invalid config (every problem on its own line), 2 for one that could not
-// be read.
+// be read (missing, unreadable, not a regular file, too large).
 func loadConfig(path string) (*configs.Config, error) {
 	cfg, err := configs.Load(path)
 	if err == nil {
 		return cfg, nil
 	}
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+	if errors.Is(err, configs.ErrRead) || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 		return nil, fail(exitCantRun, err)
 	}
 	return nil, fail(exitProblem, fmt.Errorf("invalid configuration:\n  %s", strings.ReplaceAll(err.Error(), "\n", "\n  ")))

@@ -50,10 +50,11 @@ func labAgent(t *testing.T, l *lab.Lab, bin, cfg, stateDir string, prefix ...str
 	return d
 }
 
-// labAgentStatus is `edgeheal status --json` from inside the edge namespace.
-func labAgentStatus(t *testing.T, l *lab.Lab, bin string) (wire.LocalStatus, bool) {
+// labAgentStatus is `edgeheal status --json` from inside the edge
+// namespace, on the socket edgeheal.sock in dir.
+func labAgentStatus(t *testing.T, l *lab.Lab, bin, dir string) (wire.LocalStatus, bool) {
 	t.Helper()
-	out, _ := l.Exec(context.Background(), lab.Edge, bin, "status", "--json", "--addr", "127.0.0.1:9469")
+	out, _ := l.Exec(context.Background(), lab.Edge, bin, "status", "--json", "--socket", filepath.Join(dir, "edgeheal.sock"))
 	var st wire.LocalStatus
 	if err := json.Unmarshal(out, &st); err != nil {
 		return st, false
@@ -83,16 +84,16 @@ interval: 200ms
 uplinks: [{name: %s}]
 report:
   mqtt: {broker: "%s", tls: {ca: %s, server_name: broker.test}}
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, l.EdgeUplink(), broker.TLSURL(), ca, filepath.Join(dir, "state")))
+`, l.EdgeUplink(), broker.TLSURL(), ca, filepath.Join(dir, "state"), filepath.Join(dir, "state")))
 	labAgent(t, l, bin, cfg, filepath.Join(dir, "state"))
 
 	testsupport.WaitFor(t, 10*time.Second, "offload off on the uplink", func() bool { on, err := l.UplinkTxChecksumOn(); return err == nil && !on })
 	var st wire.LocalStatus
 	testsupport.WaitFor(t, 10*time.Second, "the status naming mqtt as failed", func() bool {
 		var ok bool
-		st, ok = labAgentStatus(t, l, bin)
+		st, ok = labAgentStatus(t, l, bin, filepath.Join(dir, "state"))
 		return ok && statusComponent(st, "mqtt").State == agent.ComponentFailed
 	})
 	if st.Ready || !strings.Contains(st.ReadyDetail, "mqtt: failed") || !strings.Contains(st.ReadyDetail, "ca.pem") {
@@ -115,7 +116,7 @@ report:
 	}
 	writeFile(t, ca, string(pem))
 	testsupport.WaitFor(t, 90*time.Second, "mqtt connected once the CA is there", func() bool {
-		st, ok := labAgentStatus(t, l, bin)
+		st, ok := labAgentStatus(t, l, bin, filepath.Join(dir, "state"))
 		return ok && st.MQTT != nil && st.MQTT.Connected && statusComponent(st, "mqtt").State == agent.ComponentOK
 	})
 }
@@ -134,9 +135,9 @@ node: {name: gw-ro}
 interval: 200ms
 uplinks: [{name: %s}]
 report:
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, l.EdgeUplink(), state))
+`, l.EdgeUplink(), dir, state))
 	// A read-only file system over the state directory, in a private mount
 	// namespace of the agent's own: nothing outside sees it.
 	unshare, err := exec.LookPath("unshare")
@@ -150,7 +151,7 @@ report:
 	var st wire.LocalStatus
 	testsupport.WaitFor(t, 10*time.Second, "the status naming the outbox", func() bool {
 		var ok bool
-		st, ok = labAgentStatus(t, l, bin)
+		st, ok = labAgentStatus(t, l, bin, dir) // not in the read-only state directory
 		return ok && statusComponent(st, "outbox").State == agent.ComponentDegraded
 	})
 	if c := statusComponent(st, "outbox"); !strings.Contains(c.Detail, "events kept in memory only") || !strings.Contains(c.Detail, "read-only file system") {

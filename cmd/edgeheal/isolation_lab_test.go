@@ -135,9 +135,9 @@ workloads:
   - {name: runtime-hangs, cri_socket: %s, pod: {namespace: factory, name: telemetry-0}, interval: 1s, misses: 2, mqtt: {broker: "tcp://10.43.0.10:1883", timeout: 1s}}
   - {name: broker-silent, netns: %s, interval: 1s, misses: 2, mqtt: {broker: "tcp://%s", timeout: 1s}}
 report:
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, l.EdgeUplink(), wedged, cri, edge, broker, filepath.Join(dir, "state")))
+`, l.EdgeUplink(), wedged, cri, edge, broker, filepath.Join(dir, "state"), filepath.Join(dir, "state")))
 	d := labAgent(t, l, bin, cfg, filepath.Join(dir, "state"))
 
 	testsupport.WaitFor(t, 10*time.Second, "offload off on the uplink", func() bool { on, err := l.UplinkTxChecksumOn(); return err == nil && !on })
@@ -178,7 +178,7 @@ report:
 	var st wire.LocalStatus
 	testsupport.WaitFor(t, 15*time.Second, "every wedged part named in the status", func() bool {
 		var ok bool
-		st, ok = labAgentStatus(t, l, bin)
+		st, ok = labAgentStatus(t, l, bin, filepath.Join(dir, "state"))
 		tun, _ := checkOf(st, wire.KindPeer, wedged)
 		rt, _ := checkOf(st, wire.KindWorkload, "runtime-hangs")
 		return ok && strings.Contains(tun.Detail, "gave no answer") && rt.State == "unknown"

@@ -43,9 +43,9 @@ tunnels:
     probe: {target: "tcp://%s"}
 report:
   mqtt: {broker: "tcp://%s"}
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, node, l.EdgeUplink(), l.EdgeWG(), lab.CloudHost, l.BrokerTunnelAddr(), l.BrokerPublicAddr(), filepath.Join(dir, "state")))
+`, node, l.EdgeUplink(), l.EdgeWG(), lab.CloudHost, l.BrokerTunnelAddr(), l.BrokerPublicAddr(), filepath.Join(dir, "state"), filepath.Join(dir, "state")))
 
 	// The cloud's view: everything the agent publishes, from the cloud's namespace.
 	got := make(chan mqtt.Message, 100)
@@ -108,7 +108,7 @@ report:
 		}
 	}
 
-	out, err := l.Exec(context.Background(), lab.Edge, bin, "status", "--addr", "127.0.0.1:9469")
+	out, err := l.Exec(context.Background(), lab.Edge, bin, "status", "--socket", filepath.Join(dir, "state", "edgeheal.sock"))
 	if err != nil {
 		t.Fatalf("edgeheal status: %v\n%s", err, out)
 	}

@@ -21,7 +21,7 @@ func run(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestExitCodes(t *testing.T) {
 		{"a missing config cannot run", []string{"config", "check", "--config", "/nonexistent/edgeheal.yaml"}, exitCantRun},
 		{"an unknown config subcommand is a usage error", []string{"config", "lint"}, exitCantRun},
 		{"version works", []string{"version"}, exitOK},
-		{"status with no agent cannot run", []string{"status", "--addr", "127.0.0.1:1"}, exitCantRun},
+		{"status with no agent cannot run", []string{"status", "--socket", "/nonexistent/edgeheal.sock"}, exitCantRun},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if code, _, stderr := run(tc.args...); code != tc.want {
@@ -129,7 +129,7 @@ func TestRenderSaysWhereItMoved(t *testing.T) {
 }
 
 // buildBinary builds edgeheal once for the process tests.
-func buildBinary(t *testing.T) string {
+func buildBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "edgeheal")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -200,7 +200,7 @@ func TestRunReloadsOnSIGHUPAndKeepsTheOldConfigWhenInvalid(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfg, "version: 1\nnode: {name: gw-1}\nreport: {state_dir: "+filepath.Join(dir, "state")+", http: {listen: ''}}\n")
+	writeFile(t, cfg, "version: 1\nnode: {name: gw-1}\nreport: {state_dir: "+filepath.Join(dir, "state")+", http: {listen: '', socket: ''}}\n")
 	d := startDaemon(t, bin, "--config", cfg)
 	line := d.await(t, "starting", "node=gw-1")
 	rev := field(line, "config_revision")
@@ -235,7 +235,7 @@ func TestRunFallsBackToTheLastGoodConfig(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfg := filepath.Join(dir, "config.yaml")
-	writeFile(t, cfg, "version: 1\nnode: {name: gw-good}\nreport: {state_dir: "+state+", http: {listen: ''}}\n")
+	writeFile(t, cfg, "version: 1\nnode: {name: gw-good}\nreport: {state_dir: "+state+", http: {listen: '', socket: ''}}\n")
 	d := startDaemon(t, bin, "--config", cfg, "--state-dir", state)
 	d.await(t, "starting", "node=gw-good")
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
@@ -288,5 +288,35 @@ func TestConfigCheckRefusesCredentialsInTheURLAndAPasswordInClear(t *testing.T) 
 	writeFile(t, dropIn, "report:\n  mqtt: {broker: \"tcp://cloud:1883\", username: n1, password_file: /etc/edgeheal/mqtt.password, insecure_plaintext: true}\n")
 	if code, _, stderr = run("config", "check", "--config", cfg); code != exitOK {
 		t.Errorf("a password over tcp:// with insecure_plaintext: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// config check shows what each uplink pattern chooses on this node, and
+// that a pattern passes over the loopback (which every namespace has).
+func TestConfigCheckShowsWhatAPatternChoosesHere(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, cfg, "version: 1\nnode: {name: n1}\nuplinks: [{name: \"*\"}, {name: lo}]\n")
+	code, stdout, stderr := run("config", "check", "--config", cfg)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stdout, "the links could not be listed") && os.Getenv(testsupport.ExecEnv) != "" {
+		t.Skipf("no netlink under the emulator %s: %s", os.Getenv(testsupport.ExecEnv), stdout)
+	}
+	var star, lo string
+	for _, l := range strings.Split(stdout, "\n") {
+		switch {
+		case strings.HasPrefix(l, `  uplinks[0] "*": `):
+			star = l
+		case strings.HasPrefix(l, `  uplinks[1] "lo": `):
+			lo = l
+		}
+	}
+	if !strings.Contains(star, "a pattern never chooses") || !strings.Contains(star, "lo (loopback)") ||
+		strings.Contains(strings.SplitN(star, "(", 2)[0], " lo,") {
+		t.Errorf("the pattern's line: %q\n%s", star, stdout)
+	}
+	if lo != `  uplinks[1] "lo": lo` {
+		t.Errorf("an exact name's line: %q, want lo chosen\n%s", lo, stdout)
 	}
 }

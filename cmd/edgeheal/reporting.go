@@ -31,7 +31,8 @@ type reporting struct {
 	recorder  *recorder.Recorder
 	publisher *mqtt.Publisher // nil: report.mqtt.broker is empty
 	history   *history.Book
-	server    *httpapi.Server // nil: report.http.listen is empty
+	server    *httpapi.Server // metrics and health; nil: report.http.listen is empty
+	local     *httpapi.Server // the local API; nil: report.http.socket is empty
 	notifier  *notifier
 	log       *slog.Logger
 }
@@ -86,6 +87,9 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 		ro.Evidence = r.evidence
 	}
 	r.recorder = recorder.New(ro)
+	// The outbox's own events (its disk and damage incidents, drop
+	// reports) are counted and logged like every other event.
+	r.outbox.Observe(r.recorder.Observed)
 	if r.notifier, err = newNotifier(log); err != nil {
 		log.Warn("systemd watchdog off", "error", err)
 	}
@@ -135,9 +139,10 @@ func (r *reporting) wire(a *agent.Agent) {
 	if r.publisher != nil {
 		comps = append(comps, r.publisher)
 	}
-	if cfg.Report.HTTP.Listen != "" {
+	if cfg.Report.HTTP.Listen != "" || cfg.Report.HTTP.Socket != "" {
 		opts := httpapi.ServerOptions{
 			Listen:  cfg.Report.HTTP.Listen,
+			Socket:  cfg.Report.HTTP.Socket,
 			State:   a,
 			Metrics: r.metrics.Handler(),
 			Outbox:  r.outbox,
@@ -151,8 +156,16 @@ func (r *reporting) wire(a *agent.Agent) {
 		if r.publisher != nil {
 			opts.MQTT = r.publisher.Info
 		}
-		r.server = httpapi.NewServer(opts)
-		comps = append(comps, r.server)
+		// Two components: a port another process holds costs metrics and
+		// health, never the local API, and the other way round.
+		if opts.Listen != "" {
+			r.server = httpapi.NewServer(opts)
+			comps = append(comps, r.server)
+		}
+		if opts.Socket != "" {
+			r.local = httpapi.NewLocal(opts)
+			comps = append(comps, r.local)
+		}
 	}
 	a.Report(comps...)
 	r.recorder.SetCollect(a.Evidence)

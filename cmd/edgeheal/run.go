@@ -76,6 +76,7 @@ func serve(ctx context.Context, stop context.CancelFunc, hup <-chan os.Signal, l
 	bg.Go(func() { rep.notifier.RunWatchdog(ctx, a.LastProgress) })
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	rl := &reloader{ctx: ctx, log: log, a: a, rep: rep, path: path, stateDir: stateDir}
 	if err := rep.notifier.Ready(); err != nil {
 		log.Warn("could not notify systemd", "error", err)
 	}
@@ -116,14 +117,47 @@ func serve(ctx context.Context, stop context.CancelFunc, hup <-chan os.Signal, l
 				return nil
 			}
 		case <-hup:
-			_ = rep.notifier.Reloading()
-			ok := reload(ctx, log, a, path, stateDir)
-			rep.metrics.ConfigLoaded(ok, time.Now())
-			if ok && rep.publisher != nil {
-				rep.publisher.SetConfigRevision(a.Config().Revision)
-			}
-			_ = rep.notifier.Ready()
+			rl.start()
+		case ok := <-rl.result:
+			rl.finished(ok)
 		}
+	}
+}
+
+// reloader runs a SIGHUP's reload beside the signal loop, so that nothing
+// a reload waits on can keep a SIGTERM from stopping the agent; a SIGHUP
+// during a reload runs one more reload after it.
+type reloader struct {
+	ctx            context.Context
+	log            *slog.Logger
+	a              *agent.Agent
+	rep            *reporting
+	path, stateDir string
+	result         chan bool // nil while no reload runs
+	again          bool
+}
+
+func (r *reloader) start() {
+	if r.result != nil {
+		r.again = true
+		return
+	}
+	_ = r.rep.notifier.Reloading()
+	ch := make(chan bool, 1)
+	r.result = ch
+	go func() { ch <- reload(r.ctx, r.log, r.a, r.path, r.stateDir) }()
+}
+
+func (r *reloader) finished(ok bool) {
+	r.result = nil
+	r.rep.metrics.ConfigLoaded(ok, time.Now())
+	if ok && r.rep.publisher != nil {
+		r.rep.publisher.SetConfigRevision(r.a.Config().Revision)
+	}
+	_ = r.rep.notifier.Ready()
+	if r.again {
+		r.again = false
+		r.start()
 	}
 }
 
@@ -154,7 +188,7 @@ func startConfig(log *slog.Logger, path, stateDir string) (*configs.Config, erro
 	cfg, invalid, err := agent.StartConfig(path, stateDir)
 	if err != nil {
 		code := exitProblem
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+		if errors.Is(err, configs.ErrRead) || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 			code = exitCantRun
 		}
 		return nil, fail(code, err)

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +21,7 @@ import (
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
+	"github.com/edgeheal/edgeheal/localapi"
 )
 
 // The daemon, reporting over TLS with a client key and a password, and
@@ -59,9 +62,9 @@ report:
     username: node-s
     password_file: %s
     tls: {ca: %s, cert: %s, key: %s, server_name: broker.test}
-  http: {listen: "%s"}
+  http: {listen: "%s", socket: %s/edgeheal.sock}
   state_dir: %s
-`, os.Getpid(), b.PlainURL(), workloadPW, b.TLSURL(), reportPW, b.PKI.CAFile, cert, key, listen, state))
+`, os.Getpid(), b.PlainURL(), workloadPW, b.TLSURL(), reportPW, b.PKI.CAFile, cert, key, listen, state, state))
 
 	payloads := cloudPayloads(t, b)
 	bin := buildBinary(t)
@@ -80,7 +83,7 @@ report:
 	testsupport.WaitFor(t, 60*time.Second, "the workload's incident at the cloud", func() bool {
 		return strings.Contains(payloads.text(), `"kind":"incident","target":"telemetry"`)
 	})
-	status := httpGet(t, "http://"+listen+"/v1/status")
+	status := socketGet(t, filepath.Join(state, "edgeheal.sock"), localapi.StatusPath)
 	metrics := httpGet(t, "http://"+listen+"/metrics")
 	bundles, _ := filepath.Glob(filepath.Join(state, "evidence", "*.json"))
 	var evidence strings.Builder
@@ -142,7 +145,7 @@ func keyMaterial(t *testing.T, path string) []string {
 	return out
 }
 
-func freeLoopback(t *testing.T) string {
+func freeLoopback(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -150,6 +153,16 @@ func freeLoopback(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// socketGet is the raw answer of a local API route.
+func socketGet(t *testing.T, sock, path string) string {
+	t.Helper()
+	var raw json.RawMessage
+	if err := localapi.New(sock).Get(context.Background(), path, &raw); err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }
 
 func httpGet(t *testing.T, url string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,34 +12,38 @@ import (
 )
 
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("status", "status [--json] [--config FILE | --addr HOST:PORT]",
-		"Ask the running agent for its checks, states, last actions and outbox depth.\nExit 1 if any check is unhealthy, 2 if no agent answers.", stderr)
-	path := fs.String("config", configs.DefaultPath, "config file whose report.http.listen names the agent's address")
-	addr := fs.String("addr", "", "the agent's HTTP address (default: report.http.listen from the config)")
+	fs := newFlags("status", "status [--json] [--config FILE | --socket PATH]",
+		"Ask the running agent, over its local socket, for its checks, states, last actions and\n"+
+			"outbox depth. Only an agent run by root is believed. Exit 1 if any check is unhealthy,\n"+
+			"2 if no agent answers.", stderr)
+	path := fs.String("config", configs.DefaultPath, "config file whose report.http.socket names the agent's socket")
+	socket := fs.String("socket", "", "the agent's local API socket (default: report.http.socket from the config)")
 	asJSON := fs.Bool("json", false, "print the agent's status as JSON")
 	if err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *addr == "" {
+	if *socket == "" {
 		cfg, err := loadConfig(*path)
 		if err != nil {
 			return err
 		}
-		*addr = cfg.Report.HTTP.Listen
-		if *addr == "" {
-			return fail(exitCantRun, fmt.Errorf("report.http.listen is empty in %s: the agent serves no status; pass --addr", *path))
+		*socket = cfg.Report.HTTP.Socket
+		if *socket == "" {
+			return fail(exitCantRun, fmt.Errorf("report.http.socket is empty in %s: the agent serves no local API; pass --socket", *path))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := fetchStatus(ctx, *addr)
+	st, err := fetchStatus(context.Background(), *socket)
 	if err != nil {
 		return fail(exitCantRun, err)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(st); err != nil {
+			return err
+		}
+		if _, err := stdout.Write(safeJSON(b.Bytes())); err != nil {
 			return err
 		}
 	} else if err := writeStatusTable(stdout, st, time.Now()); err != nil {

@@ -1,75 +1,79 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
+	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/edgeheal/edgeheal/localapi"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
-// errNoAgent matches (errors.Is) the error of fetchStatus when nothing
-// answers at the address: no agent is running, or it listens elsewhere.
-var errNoAgent = errors.New("no edgeheal agent is answering")
-
-// statusURL turns report.http.listen into the URL of /v1/status: a
-// wildcard or empty host becomes the loopback address.
-func statusURL(listen string) string {
-	if strings.HasPrefix(listen, "http://") || strings.HasPrefix(listen, "https://") {
-		return strings.TrimRight(listen, "/") + "/v1/status"
-	}
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "http://" + listen + "/v1/status"
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port) + "/v1/status"
-}
-
-// fetchStatus reads /v1/status from the agent listening on listen
-// (report.http.listen). A refused connection or a missing socket is
-// reported as ErrNoAgent with a hint.
-func fetchStatus(ctx context.Context, listen string) (wire.LocalStatus, error) {
-	url := statusURL(listen)
+// fetchStatus reads /v1/status from the agent's local API on socket
+// (report.http.socket), believing only an agent run by root (localapi).
+func fetchStatus(ctx context.Context, socket string) (wire.LocalStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return wire.LocalStatus{}, fmt.Errorf("building status request: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return wire.LocalStatus{}, fmt.Errorf("%w on %s: is the agent running? (systemctl status edgeheal; report.http.listen must be set)", errNoAgent, url)
+	return localapi.New(socket).Status(ctx)
+}
+
+// printable is s as the terminal may show it: every control character
+// (C0, DEL, C1: what starts an escape sequence), every character that
+// turns text around (bidirectional controls) and every byte that is not
+// UTF-8 is written as a Go escape (\x1b, \u202e). The agent's answer
+// carries what others wrote (pod names, broker errors, events' targets):
+// none of it may drive the operator's terminal.
+func printable(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
 		}
-		return wire.LocalStatus{}, fmt.Errorf("reading %s: %w", url, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return wire.LocalStatus{}, fmt.Errorf("reading %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+	return b.String()
+}
+
+// unsafeRune reports whether r may not reach a terminal as it is.
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) ||
+		r == '\u2028' || r == '\u2029' // line and paragraph separators
+}
+
+// safeJSON rewrites what encoding/json leaves as it is and a terminal
+// would act on (DEL, C1 controls, bidirectional controls: they can only be
+// inside strings) as \u escapes.
+func safeJSON(b []byte) []byte {
+	var out bytes.Buffer
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r != '\n' && unsafeRune(r) {
+			fmt.Fprintf(&out, "\\u%04x", r)
+		} else {
+			out.Write(b[:n])
+		}
+		b = b[n:]
 	}
-	var s wire.LocalStatus
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&s); err != nil {
-		return wire.LocalStatus{}, fmt.Errorf("decoding %s: %w", url, err)
-	}
-	return s, nil
+	return out.Bytes()
 }
 
 // writeStatusTable writes s for a human: a header with the node, state,
-// readiness, MQTT and outbox, then one row per check. now makes ages
-// reproducible in tests.
+// readiness, MQTT and outbox, then one row per check, every string the
+// agent sent made printable. now makes ages reproducible in tests.
 func writeStatusTable(w io.Writer, s wire.LocalStatus, now time.Time) error {
+	s = printableStatus(s)
 	var b strings.Builder
 	fmt.Fprintf(&b, "node %s", orDash(s.Node))
 	if s.Site != "" {
@@ -127,6 +131,25 @@ func writeStatusTable(w io.Writer, s wire.LocalStatus, now time.Time) error {
 		fmt.Fprintln(tw, "(no checks configured)\t\t\t\t\t\t")
 	}
 	return tw.Flush()
+}
+
+// printableStatus is s with every string made printable.
+func printableStatus(s wire.LocalStatus) wire.LocalStatus {
+	p := printable
+	s.Node, s.Site, s.Version, s.ConfigRevision = p(s.Node), p(s.Site), p(s.Version), p(s.ConfigRevision)
+	s.State, s.ReadyDetail = p(s.State), p(s.ReadyDetail)
+	if s.MQTT != nil {
+		m := *s.MQTT
+		m.Broker, m.ClientID, m.LastError = p(m.Broker), p(m.ClientID), p(m.LastError)
+		s.MQTT = &m
+	}
+	checks := make([]wire.Check, len(s.Checks))
+	for i, c := range s.Checks {
+		c.Kind, c.Target, c.State, c.LastAction, c.Detail = p(c.Kind), p(c.Target), p(c.State), p(c.LastAction), p(c.Detail)
+		checks[i] = c
+	}
+	s.Checks = checks
+	return s
 }
 
 func orDash(s string) string {

@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/edgeheal/edgeheal/agent/httpapi"
+	"github.com/edgeheal/edgeheal/localapi"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -38,8 +39,9 @@ func (statusOutbox) Depth() int      { return 3 }
 func (statusOutbox) Dropped() uint64 { return 7 }
 
 func TestStatusCommandShowsARunningAgent(t *testing.T) {
-	s := httpapi.NewServer(httpapi.ServerOptions{
-		Listen: "127.0.0.1:0", State: statusState{}, Outbox: statusOutbox{},
+	sock := filepath.Join(t.TempDir(), "edgeheal.sock")
+	s := httpapi.NewLocal(httpapi.ServerOptions{
+		Socket: sock, State: statusState{}, Outbox: statusOutbox{},
 		MQTT: func() wire.MQTTInfo {
 			return wire.MQTTInfo{Broker: "ssl://broker.example:8883", ClientID: "edgeheal-edge-17", Connected: true, Session: 12}
 		},
@@ -55,7 +57,7 @@ func TestStatusCommandShowsARunningAgent(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
-	got, err := fetchStatus(context.Background(), s.Addr().String())
+	got, err := fetchStatus(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,33 +82,48 @@ func TestStatusCommandShowsARunningAgent(t *testing.T) {
 }
 
 func TestStatusCommandSaysWhenNoAgentRuns(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
-	_, err = fetchStatus(context.Background(), addr)
-	if !errors.Is(err, errNoAgent) {
-		t.Fatalf("err = %v, want errNoAgent", err)
+	_, err := fetchStatus(context.Background(), filepath.Join(t.TempDir(), "edgeheal.sock"))
+	if !errors.Is(err, localapi.ErrNoAgent) {
+		t.Fatalf("err = %v, want localapi.ErrNoAgent", err)
 	}
 	if !strings.Contains(err.Error(), "is the agent running?") {
 		t.Errorf("err = %q, want a hint", err)
 	}
 }
 
-func TestStatusURL(t *testing.T) {
-	tests := []struct{ listen, want string }{
-		{"127.0.0.1:9101", "http://127.0.0.1:9101/v1/status"},
-		{":9101", "http://127.0.0.1:9101/v1/status"},
-		{"0.0.0.0:9101", "http://127.0.0.1:9101/v1/status"},
-		{"[::]:9101", "http://127.0.0.1:9101/v1/status"},
-		{"[::1]:9101", "http://[::1]:9101/v1/status"},
-		{"http://10.1.2.3:80/", "http://10.1.2.3:80/v1/status"},
+// Whatever the agent's answer carries (a pod's name, a broker's error, an
+// event's target: strings others wrote) reaches the terminal with every
+// control character escaped: no escape sequence retitles the window,
+// moves the cursor or rewrites the line, in the table or in --json.
+func TestStatusEscapesControlCharacters(t *testing.T) {
+	evil := "\x1b]0;owned\x07\x1b[2J\u009b31m\u202egnp.exe\x7f\xff"
+	st := wire.LocalStatus{V: 1, NodeInfo: wire.NodeInfo{Node: evil}, State: "online", ReadyDetail: evil, Ready: false,
+		MQTT:   &wire.MQTTInfo{Broker: evil, LastError: evil},
+		Checks: []wire.Check{{Kind: evil, Target: evil, State: evil, LastAction: evil, Detail: evil}}}
+	var buf bytes.Buffer
+	if err := writeStatusTable(&buf, st, statusNow); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		if got := statusURL(tt.listen); got != tt.want {
-			t.Errorf("statusURL(%q) = %q, want %q", tt.listen, got, tt.want)
+	for _, bad := range []string{"\x1b", "\x07", "\u009b", "\u202e", "\x7f", "\xff"} {
+		if strings.Contains(buf.String(), bad) {
+			t.Errorf("the table passes %q to the terminal:\n%q", bad, buf.String())
 		}
+	}
+	if !strings.Contains(buf.String(), `\x1b]0;owned\a\x1b[2J\u009b31m\u202egnp.exe\x7f\xff`) {
+		t.Errorf("the table does not show the escapes:\n%s", buf.String())
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(safeJSON(b))
+	for _, bad := range []string{"\x1b", "\x07", "\u009b", "\u202e", "\x7f"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("--json passes %q to the terminal: %q", bad, out)
+		}
+	}
+	var back wire.LocalStatus
+	if err := json.Unmarshal([]byte(out), &back); err != nil || back.Checks[0].Detail != strings.ToValidUTF8(evil, "\uFFFD") {
+		t.Errorf("the escaped JSON does not read back the same: %v %q", err, back.Checks[0].Detail)
 	}
 }

@@ -127,8 +127,8 @@ func TestTheDaemonLinksOnlyProductCode(t *testing.T) {
 		}
 		for _, imp := range d.Imports {
 			rel, mine := ours(imp)
-			if mine && !under(rel, "agent") && rel != "configs" && rel != "broker" && rel != "wire" {
-				bad = append(bad, "cmd/edgeheal imports "+rel+" (only agent/..., configs, broker and wire of ours)")
+			if mine && !under(rel, "agent") && rel != "configs" && rel != "broker" && rel != "wire" && rel != "localapi" {
+				bad = append(bad, "cmd/edgeheal imports "+rel+" (only agent/..., configs, broker, localapi and wire of ours)")
 			}
 		}
 	}
@@ -152,8 +152,8 @@ func TestTheFleetViewLinksOnlyItsOwnCode(t *testing.T) {
 		switch {
 		case d.ImportPath == "testing":
 			bad = append(bad, "testing (the standard library's test support)")
-		case mine && !under(rel, "fleet") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "cmd/edgeheal-fleet":
-			bad = append(bad, rel+" (only fleet/..., broker and wire of ours, configs through fleet/render)")
+		case mine && !under(rel, "fleet") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "regfile" && rel != "cmd/edgeheal-fleet":
+			bad = append(bad, rel+" (only fleet/..., broker, regfile and wire of ours, configs through fleet/render)")
 		}
 		for _, imp := range d.Imports {
 			irel, _ := ours(imp)
@@ -213,8 +213,9 @@ func TestTheKubernetesReporterLinksOnlyItsOwnCode(t *testing.T) {
 			bad = append(bad, "testing (the standard library's test support)")
 		case templatePackages[d.ImportPath] || (mine && under(rel, "fleet/render")):
 			bad = append(bad, d.ImportPath+" (edgeheal-kube renders nothing)")
-		case mine && !under(rel, "kube") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "cmd/edgeheal-kube":
-			bad = append(bad, rel+" (only kube/..., configs, broker and wire of ours)")
+		case mine && !under(rel, "kube") && !under(rel, "configs") && rel != "broker" && rel != "wire" && rel != "regfile" &&
+			rel != "localapi" && rel != "cmd/edgeheal-kube":
+			bad = append(bad, rel+" (only kube/..., configs, broker, regfile, localapi and wire of ours)")
 		}
 	}
 	if len(bad) > 0 {
@@ -244,7 +245,9 @@ func TestImportsFlowOneWay(t *testing.T) {
 		{"fleet", "the fleet view reads the agents' JSON, not their code: no agent, probes, netfix, lab, command or test support",
 			[]string{"agent", "probes", "netfix", "lab", "cmd", "internal"}},
 		{"wire", "wire is the shared vocabulary: it imports nothing of ours", []string{""}},
-		{"broker", "broker imports nothing of ours", []string{""}},
+		{"regfile", "regfile, the one way files are read, imports nothing of ours", []string{""}},
+		{"broker", "broker imports nothing of ours but regfile", []string{"!regfile"}},
+		{"localapi", "localapi, the local API's client, imports nothing of ours but wire", []string{"!wire"}},
 		{"agent/core", "the core imports no other part of the agent", append(append([]string{"agent/"}, components...), reporters...)},
 	}
 	for _, c := range components {
@@ -290,7 +293,7 @@ func TestImportsFlowOneWay(t *testing.T) {
 }
 
 // forbidden reports whether pkg may not depend on dep by the rule "not n":
-// "" forbids everything of ours, "agent/" every package under agent but
+// "" forbids everything of ours, "!x" everything of ours but x, "agent/" every package under agent but
 // the core's own dependencies, "agent" the agent package itself (its
 // subpackages are the rules' business) and anything else n and what is
 // under it. A package is never forbidden what is under itself.
@@ -300,6 +303,9 @@ func forbidden(pkg, dep, n string) bool {
 		return false
 	case n == "":
 		return true
+	case strings.HasPrefix(n, "!"):
+		// "!x": everything of ours but x
+		return !under(dep, n[1:])
 	case n == "agent/":
 		return strings.HasPrefix(dep, "agent/") && dep != "agent/core"
 	case n == "agent" && strings.HasPrefix(pkg, "agent"):

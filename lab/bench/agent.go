@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/lab"
+	"github.com/edgeheal/edgeheal/localapi"
 )
 
 // Agent is edgeheal running as a child process inside the lab's edge
@@ -28,7 +27,7 @@ type Agent struct {
 	cmd     *exec.Cmd
 	log     *os.File
 	logPath string
-	listen  string
+	socket  string // the local API's
 	started time.Time
 	done    chan struct{}
 	err     error // valid after done is closed
@@ -60,6 +59,9 @@ func StartAgent(ctx context.Context, l *lab.Lab, opts AgentOptions) (*Agent, err
 	if p.HTTPListen == "" {
 		p.HTTPListen = "127.0.0.1:9469" // the edge namespace has its own loopback
 	}
+	if p.Socket == "" {
+		p.Socket = filepath.Join(p.StateDir, "edgeheal.sock") // each lab agent its own
+	}
 	if err := os.MkdirAll(p.StateDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -83,7 +85,7 @@ func StartAgent(ctx context.Context, l *lab.Lab, opts AgentOptions) (*Agent, err
 	cmd := l.Command(context.Background(), lab.Edge, bin, "run", "--config", cfgPath, "--log-format", "json",
 		"--state-dir", p.StateDir)
 	cmd.Stdout, cmd.Stderr = f, f
-	a := &Agent{l: l, cmd: cmd, log: f, logPath: logPath, listen: p.HTTPListen, done: make(chan struct{})}
+	a := &Agent{l: l, cmd: cmd, log: f, logPath: logPath, socket: p.Socket, done: make(chan struct{})}
 	a.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -182,37 +184,15 @@ func ParseLogs(b []byte) []LogLine {
 	return out
 }
 
-// Status fetches /v1/status from the daemon's HTTP listener inside the
-// edge namespace. It returns the decoded JSON object.
+// Status fetches /v1/status from the daemon's local API (its Unix socket,
+// which the host reaches whatever namespace the agent runs in). It returns
+// the decoded JSON object.
 func (a *Agent) Status(ctx context.Context) (map[string]any, error) {
-	tr := &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := a.l.Do(lab.Edge, func() error {
-				var err error
-				c, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
-	}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.listen+"/v1/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := (&http.Client{Transport: tr, Timeout: 2 * time.Second}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("asking edgeheal for its status: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("edgeheal status: %s", resp.Status)
-	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	var m map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
-		return nil, fmt.Errorf("decoding edgeheal status: %w", err)
+	if err := localapi.New(a.socket).Get(ctx, localapi.StatusPath, &m); err != nil {
+		return nil, fmt.Errorf("asking edgeheal for its status: %w", err)
 	}
 	return m, nil
 }

@@ -17,6 +17,7 @@ package bench
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"text/template"
 	"time"
 
@@ -29,6 +30,7 @@ type ConfigParams struct {
 	Node       string        // node.name, part of every MQTT topic
 	StateDir   string        // report.state_dir
 	HTTPListen string        // report.http.listen, inside the edge namespace
+	Socket     string        // report.http.socket; default edgeheal.sock in StateDir
 	Cooldown   time.Duration // policy.cooldown; 0 keeps the package default (30s)
 	Keepalive  time.Duration // tunnels[0].persistent_keepalive; 0 means edgeheal's default 20s
 }
@@ -79,7 +81,7 @@ workloads:
 report:
   mqtt:
     broker: tcp://{{.CloudHost}}:{{.BrokerPort}}
-  http: {listen: "{{.HTTPListen}}"}
+  http: {listen: "{{.HTTPListen}}", socket: {{.Socket}}}
   state_dir: {{.StateDir}}
 {{- if .Cooldown}}
 
@@ -99,6 +101,9 @@ func Config(p ConfigParams) ([]byte, error) {
 	if p.StateDir == "" {
 		p.StateDir = "/var/lib/edgeheal"
 	}
+	if p.Socket == "" {
+		p.Socket = filepath.Join(p.StateDir, "edgeheal.sock")
+	}
 	ka := p.Keepalive
 	if ka == 0 {
 		ka = 20 * time.Second
@@ -108,6 +113,7 @@ func Config(p ConfigParams) ([]byte, error) {
 		"Node":        p.Node,
 		"StateDir":    p.StateDir,
 		"HTTPListen":  p.HTTPListen,
+		"Socket":      p.Socket,
 		"Keepalive":   durationString(ka),
 		"CloudHost":   lab.CloudHost,
 		"CloudTunnel": "10.77.0.1",

@@ -3,7 +3,6 @@ package footprint
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/internal/testsupport/wgpair"
 	"github.com/edgeheal/edgeheal/lab/bench"
+	"github.com/edgeheal/edgeheal/localapi"
 )
 
 var (
@@ -74,6 +74,7 @@ type proc struct {
 	name, config string
 	ns           *wgpair.NS
 	metrics      string // the /metrics URL inside ns
+	socket       string // the agent's local API, for its status
 	bin          string
 	cmd          *exec.Cmd
 	log          *bytes.Buffer
@@ -207,6 +208,7 @@ func newLeaf(b *testing.B, dir, bin string) *proc {
 	host := broker(b, edge, true)
 	podBroker := broker(b, pod, false)
 	p := &proc{id: "leaf", name: "edgeheal (leaf)", ns: edge, bin: bin, metrics: "http://127.0.0.1:9469/metrics",
+		socket: filepath.Join(dir, "leaf-state", "edgeheal.sock"),
 		config: "one uplink, one tunnel with 3 peers and an ICMP probe, one workload (pod and host MQTT probes), MQTT over TLS, HTTP on"}
 	cfg := fmt.Sprintf(`version: 1
 node: {name: footprint-leaf, site: lab}
@@ -226,9 +228,9 @@ workloads:
     mqtt: {broker: %q, host_broker: %q}
 report:
   mqtt: {broker: %q, tls: {ca: %q}}
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, up, ew.Name, nsPath(pod), ew.Name, podBroker.PlainURL(), host.PlainURL(), host.TLSURL(), host.PKI.CAFile, filepath.Join(dir, "leaf-state"))
+`, up, ew.Name, nsPath(pod), ew.Name, podBroker.PlainURL(), host.PlainURL(), host.TLSURL(), host.PKI.CAFile, filepath.Join(dir, "leaf-state"), filepath.Join(dir, "leaf-state"))
 	startAgent(b, p, dir, "leaf", cfg)
 	return p
 }
@@ -262,6 +264,7 @@ func newHub(b *testing.B, dir, bin string, n int) *proc {
 	}
 	br := broker(b, ns, true)
 	p := &proc{id: "hub", name: fmt.Sprintf("edgeheal (hub, %d peers)", n), ns: ns, bin: bin, metrics: "http://127.0.0.1:9469/metrics",
+		socket: filepath.Join(dir, "hub-state", "edgeheal.sock"),
 		config: fmt.Sprintf("one tunnel with %d peers (keepalive left alone), MQTT over TLS, HTTP on", n)}
 	cfg := fmt.Sprintf(`version: 1
 node: {name: footprint-hub, site: lab}
@@ -273,9 +276,9 @@ tunnels:
     unit: ""
 report:
   mqtt: {broker: %q, tls: {ca: %q}}
-  http: {listen: "127.0.0.1:9469"}
+  http: {listen: "127.0.0.1:9469", socket: %s/edgeheal.sock}
   state_dir: %s
-`, hw.Name, br.TLSURL(), br.PKI.CAFile, filepath.Join(dir, "hub-state"))
+`, hw.Name, br.TLSURL(), br.PKI.CAFile, filepath.Join(dir, "hub-state"), filepath.Join(dir, "hub-state"))
 	startAgent(b, p, dir, "hub", cfg)
 	return p
 }
@@ -405,13 +408,10 @@ func status(b *testing.B, p *proc) string {
 		State string `json:"state"`
 		Ready bool   `json:"ready"`
 	}
-	resp, err := client(p.ns).Get(strings.Replace(p.metrics, "/metrics", "/v1/status", 1))
-	if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := localapi.New(p.socket).Get(ctx, localapi.StatusPath, &st); err != nil {
 		return "unreachable: " + err.Error()
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return "unreadable: " + err.Error()
 	}
 	return st.State
 }

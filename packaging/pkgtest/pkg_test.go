@@ -162,6 +162,7 @@ func wantPayload(t *testing.T, format string) map[string]entry {
 		"/usr/bin/edgeheal":                                        {"-rwxr-xr-x", "root/root"},
 		"/usr/lib/systemd/system/edgeheal.service":                 file(),
 		"/usr/lib/tmpfiles.d/edgeheal.conf":                        file(),
+		"/usr/lib/sysusers.d/edgeheal.conf":                        file(),
 		"/usr/share/doc/edgeheal":                                  dir(),
 		"/usr/share/doc/edgeheal/copyright":                        file(),
 		"/usr/share/doc/edgeheal/examples":                         dir(),
@@ -301,6 +302,7 @@ func TestPackagesCarryTheRepositoryUnitAndConfig(t *testing.T) {
 		"/usr/lib/systemd/system/edgeheal.service": "packaging/edgeheal.service",
 		"/etc/edgeheal/config.yaml":                "packaging/config.yaml",
 		"/usr/lib/tmpfiles.d/edgeheal.conf":        "packaging/edgeheal.tmpfiles",
+		"/usr/lib/sysusers.d/edgeheal.conf":        "packaging/edgeheal.sysusers",
 	} {
 		got, err := os.ReadFile(filepath.Join(root, pkgPath))
 		if err != nil {
@@ -406,7 +408,7 @@ func TestDebMaintainerScriptsUseDebSystemdHelpers(t *testing.T) {
 	dir := t.TempDir()
 	output(t, "dpkg-deb", "--control", debPath("amd64"), dir)
 	want := map[string][]string{
-		"postinst": {"deb-systemd-helper enable 'edgeheal.service'", "deb-systemd-helper --quiet was-enabled", `deb-systemd-invoke "$_action" 'edgeheal.service'`, "systemd-tmpfiles --create edgeheal.conf"},
+		"postinst": {"deb-systemd-helper enable 'edgeheal.service'", "deb-systemd-helper --quiet was-enabled", `deb-systemd-invoke "$_action" 'edgeheal.service'`, "systemd-tmpfiles --create edgeheal.conf", "systemd-sysusers edgeheal.conf"},
 		"prerm":    {"deb-systemd-invoke stop 'edgeheal.service'"},
 		"postrm":   {"deb-systemd-helper purge 'edgeheal.service'", "deb-systemd-helper mask 'edgeheal.service'", `rm -rf "${DPKG_ROOT:-}/var/lib/edgeheal"`},
 	}

@@ -22,6 +22,7 @@ if [ "$1" = "debian-installed" ]; then [ "$DEBIAN_INSTALLED" = 1 ]; exit; fi`,
 	"deb-systemd-invoke": `echo "deb-systemd-invoke $*" >>"$LOG"`,
 	"systemctl":          `echo "systemctl $*" >>"$LOG"`,
 	"systemd-tmpfiles":   `echo "systemd-tmpfiles $*" >>"$LOG"`,
+	"systemd-sysusers":   `echo "systemd-sysusers $*" >>"$LOG"`,
 }
 
 type scriptRun struct {
@@ -110,6 +111,7 @@ func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 			name: "a first install enables and starts the service",
 			run:  scriptRun{script: "deb-postinst", args: []string{"configure", ""}, systemdRunning: true, wasEnabled: true},
 			want: []string{
+				"systemd-sysusers edgeheal.conf",
 				"systemd-tmpfiles --create edgeheal.conf",
 				"deb-systemd-helper unmask edgeheal.service",
 				"deb-systemd-helper --quiet was-enabled edgeheal.service",
@@ -122,6 +124,7 @@ func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 			name: "an upgrade restarts the service on the new binary",
 			run:  scriptRun{script: "deb-postinst", args: []string{"configure", "0.1.0-1"}, systemdRunning: true, wasEnabled: true},
 			want: []string{
+				"systemd-sysusers edgeheal.conf",
 				"systemd-tmpfiles --create edgeheal.conf",
 				"deb-systemd-helper unmask edgeheal.service",
 				"deb-systemd-helper --quiet was-enabled edgeheal.service",
@@ -134,6 +137,7 @@ func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 			name: "an upgrade keeps a unit the admin disabled disabled",
 			run:  scriptRun{script: "deb-postinst", args: []string{"configure", "0.1.0-1"}, systemdRunning: true, wasEnabled: false},
 			want: []string{
+				"systemd-sysusers edgeheal.conf",
 				"systemd-tmpfiles --create edgeheal.conf",
 				"deb-systemd-helper unmask edgeheal.service",
 				"deb-systemd-helper --quiet was-enabled edgeheal.service",
@@ -146,6 +150,7 @@ func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 			name: "an install without a running systemd (an image build) enables but starts nothing",
 			run:  scriptRun{script: "deb-postinst", args: []string{"configure", ""}, systemdRunning: false, wasEnabled: true},
 			want: []string{
+				"systemd-sysusers edgeheal.conf",
 				"systemd-tmpfiles --create edgeheal.conf",
 				"deb-systemd-helper unmask edgeheal.service",
 				"deb-systemd-helper --quiet was-enabled edgeheal.service",
@@ -215,6 +220,7 @@ func TestLabRpmScriptletsInstallUpgradeErase(t *testing.T) {
 			name: "a first install presets (enables) and starts the service",
 			run:  scriptRun{script: "rpm-post", args: []string{"1"}, systemdRunning: true},
 			want: []string{
+				"systemd-sysusers edgeheal.conf",
 				"systemd-tmpfiles --create edgeheal.conf",
 				"systemctl --no-reload preset edgeheal.service",
 				"systemctl daemon-reload",
@@ -224,12 +230,12 @@ func TestLabRpmScriptletsInstallUpgradeErase(t *testing.T) {
 		{
 			name: "an install without a running systemd presets only",
 			run:  scriptRun{script: "rpm-post", args: []string{"1"}},
-			want: []string{"systemd-tmpfiles --create edgeheal.conf", "systemctl --no-reload preset edgeheal.service"},
+			want: []string{"systemd-sysusers edgeheal.conf", "systemd-tmpfiles --create edgeheal.conf", "systemctl --no-reload preset edgeheal.service"},
 		},
 		{
 			name: "%post of an upgrade keeps the admin's enablement",
 			run:  scriptRun{script: "rpm-post", args: []string{"2"}, systemdRunning: true},
-			want: []string{"systemd-tmpfiles --create edgeheal.conf"},
+			want: []string{"systemd-sysusers edgeheal.conf", "systemd-tmpfiles --create edgeheal.conf"},
 		},
 		{
 			name: "%preun of an upgrade leaves the service alone",
