@@ -60,6 +60,8 @@ gzip -9nc docs/configuration.md >"$work/configuration.md.gz"
 gzip -9nc docs/operations.md >"$work/operations.md.gz"
 mkdir -p "$work/operations"
 for f in docs/operations/*.md; do gzip -9nc "$f" >"$work/operations/$(basename "$f").gz"; done
+# The Kubernetes part of the manual is edgeheal-kube's, in its package.
+mv "$work/operations/kubernetes.md.gz" "$work/kubernetes.md.gz"
 gzip -9nc packaging/fleet/edgeheal-fleet.1 >"$work/edgeheal-fleet.1.gz"
 gzip -9nc docs/fleet.md >"$work/fleet.md.gz"
 gzip -9nc packaging/kubernetes/edgeheal-kube.1 >"$work/edgeheal-kube.1.gz"
@@ -91,6 +93,6 @@ for arch in $ARCHES; do
 	package "$arch" edgeheal packaging/nfpm.yaml edgeheal.1.gz README.md.gz configuration.md.gz operations.md.gz operations
 	gcflags=""
 	package "$arch" edgeheal-fleet packaging/fleet/nfpm.yaml edgeheal-fleet.1.gz fleet.md.gz
-	package "$arch" edgeheal-kube packaging/kubernetes/nfpm.yaml edgeheal-kube.1.gz
+	package "$arch" edgeheal-kube packaging/kubernetes/nfpm.yaml edgeheal-kube.1.gz kubernetes.md.gz
 done
 ls -l "$DIST"

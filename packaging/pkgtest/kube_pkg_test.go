@@ -22,6 +22,7 @@ func kubeRpmPath(arch string) string { return namedRpmPath("edgeheal-kube", arch
 func wantKubePayload(format string) map[string]entry {
 	w := wantProgramPayload("edgeheal-kube", format)
 	w["/usr/share/edgeheal-kube/rbac.yaml"] = entry{"-rw-r--r--", "root/root"}
+	w["/usr/share/doc/edgeheal-kube/kubernetes.md.gz"] = entry{"-rw-r--r--", "root/root"} // its part of the manual
 	return w
 }
 

@@ -176,7 +176,6 @@ func wantPayload(t *testing.T, format string) map[string]entry {
 		"/usr/share/doc/edgeheal/operations/tunnels.md.gz":         file(),
 		"/usr/share/doc/edgeheal/operations/workloads.md.gz":       file(),
 		"/usr/share/doc/edgeheal/operations/reporting.md.gz":       file(),
-		"/usr/share/doc/edgeheal/operations/kubernetes.md.gz":      file(),
 		"/usr/share/doc/edgeheal/operations/packages.md.gz":        file(),
 		"/usr/share/doc/edgeheal/operations/troubleshooting.md.gz": file(),
 		"/usr/share/edgeheal":                                      dir(),
