@@ -12,7 +12,8 @@
 // directory that was writable, a test's path) is refused, by uid.
 //
 // The API is one route per resource under /v1/, each a GET answering JSON
-// of package wire: /v1/status (wire.LocalStatus) today. A new route is a
+// of package wire: /v1/status (wire.LocalStatus) and /v1/history
+// (wire.History). A new route is a
 // path constant here and a handler on the agent's local server
 // (agent/httpapi); Get reads any of them.
 package localapi
@@ -44,7 +45,8 @@ const Group = "edgeheal"
 
 // Routes of the local API.
 const (
-	StatusPath = "/v1/status" // wire.LocalStatus
+	StatusPath  = "/v1/status"  // wire.LocalStatus
+	HistoryPath = "/v1/history" // wire.History: every incident the node keeps and every target
 )
 
 // MaxResponse bounds what the client reads of one answer.
@@ -157,4 +159,11 @@ func (c *Client) Status(ctx context.Context) (wire.LocalStatus, error) {
 	var s wire.LocalStatus
 	err := c.Get(ctx, StatusPath, &s)
 	return s, err
+}
+
+// History reads /v1/history: the node's own account of its availability.
+func (c *Client) History(ctx context.Context) (wire.History, error) {
+	var h wire.History
+	err := c.Get(ctx, HistoryPath, &h)
+	return h, err
 }

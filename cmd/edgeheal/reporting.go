@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/edgeheal/edgeheal/agent"
@@ -15,6 +17,7 @@ import (
 	"github.com/edgeheal/edgeheal/agent/recorder"
 	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/configs"
+	"github.com/edgeheal/edgeheal/localapi"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -164,11 +167,21 @@ func (r *reporting) wire(a *agent.Agent) {
 		}
 		if opts.Socket != "" {
 			r.local = httpapi.NewLocal(opts)
+			r.local.Handle("GET "+localapi.HistoryPath, http.HandlerFunc(r.serveHistory))
 			comps = append(comps, r.local)
 		}
 	}
 	a.Report(comps...)
 	r.recorder.SetCollect(a.Evidence)
+}
+
+// serveHistory answers /v1/history: the whole history the node keeps.
+func (r *reporting) serveHistory(w http.ResponseWriter, req *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := json.NewEncoder(w).Encode(r.history.Snapshot(time.Now(), true)); err != nil {
+		r.log.Debug("writing /v1/history", "error", err)
+	}
 }
 
 // onRound feeds every sweep's checks to the metrics, the MQTT status and
