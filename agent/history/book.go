@@ -29,6 +29,8 @@ const (
 	incidentsKept = 100  // in full, the newest
 	targetsKept   = 256  // with an account of their own; the rest count as "<kind>/others"
 	closedKept    = 1000 // closed incidents per target, for the outage percentiles
+	repairsKept   = 32   // repairs named per incident, the first ones
+	diagnosisKept = 1024 // bytes of an incident's diagnosis
 )
 
 // Book is the history. Safe for concurrent use; every method is cheap and
@@ -86,7 +88,11 @@ func (b *Book) Observe(checks []wire.Check, now time.Time) {
 	if b.since.IsZero() {
 		b.since = now
 	}
+	// Each account is observed once a sweep: the targets beyond
+	// targetsKept share their kind's "others", in its worst state.
 	var states []state
+	accounts := make(map[*target][]state, len(checks))
+	var order []*target
 	for _, c := range checks {
 		s, ok := classify(c)
 		if !ok {
@@ -94,8 +100,14 @@ func (b *Book) Observe(checks []wire.Check, now time.Time) {
 		}
 		b.kinds[c.Target] = c.Kind
 		t := b.target(c.Kind, c.Target)
-		t.Tr.observe(s, now, secs)
+		if _, seen := accounts[t]; !seen {
+			order = append(order, t)
+		}
+		accounts[t] = append(accounts[t], s)
 		states = append(states, s)
+	}
+	for _, t := range order {
+		t.Tr.observe(worst(accounts[t]), now, secs)
 	}
 	if secs > 0 {
 		b.whole.observe(worst(states), now, secs)

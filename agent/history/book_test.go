@@ -2,16 +2,20 @@ package history
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/edgeheal/edgeheal/agent/core"
+	"github.com/edgeheal/edgeheal/regfile"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -222,5 +226,117 @@ func TestGivingUpIsCounted(t *testing.T) {
 	}
 	if h.Targets[0].GaveUps != 1 {
 		t.Errorf("gave-ups %d, want 1", h.Targets[0].GaveUps)
+	}
+}
+
+// TestTheFileAtEveryBoundFitsItsLimit fills a book to every bound a node
+// could push it to (every target kept, each with its closed incidents in
+// full, every incident with the longest diagnosis and every repair) and
+// checks the file it writes stays under the limit it is read with.
+func TestTheFileAtEveryBoundFitsItsLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills 256 targets with 1,000 incidents each: run without -short")
+	}
+	b := New("edge-17", "plant-7", 10*time.Second)
+	at := t0
+	long := strings.Repeat("é", 2*diagnosisKept)
+	for i := range targetsKept + 10 {
+		name := fmt.Sprintf("wg%d/%s", i, strings.Repeat("K", 43))
+		check := wire.Check{Kind: wire.KindPeer, Target: name, State: wire.CheckOK, Healthy: true}
+		for j := range closedKept + 1 {
+			at = at.Add(time.Second)
+			b.Observe([]wire.Check{check}, at)
+			id := fmt.Sprintf("i%d-%d", i, j)
+			b.Event(core.Event{ID: id, Time: at, Kind: wire.EventIncident, Target: name, Result: "opened", Summary: long})
+			for range (repairsKept + 1) * (i / (targetsKept + 9)) { // the last target's, kept in full
+				b.Event(core.Event{ID: id + "-a", Time: at, Kind: wire.EventAction, Target: name, Action: "restart-interface", Result: "changed"})
+			}
+			b.Event(core.Event{ID: id + "-r", Time: at, Kind: wire.EventRecovered, Target: name, Duration: 5,
+				Evidence: map[string]any{"how": "healed by restart-interface"}})
+		}
+	}
+	data, err := b.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a history at every bound: %d bytes (limit %d)", len(data), FileLimit)
+	if len(data) > FileLimit/2 {
+		t.Errorf("a history at every bound is %d bytes; want at most half of FileLimit (%d) so that it is always read back", len(data), FileLimit)
+	}
+	in := b.Snapshot(at, true).Incidents[0]
+	if len(in.Diagnosis) > diagnosisKept || !utf8.ValidString(in.Diagnosis) || len(in.Repairs) != repairsKept {
+		t.Errorf("an incident keeps a diagnosis of %d bytes (valid UTF-8: %v) and %d repairs; want at most %d, cut at a character, and %d",
+			len(in.Diagnosis), utf8.ValidString(in.Diagnosis), len(in.Repairs), diagnosisKept, repairsKept)
+	}
+}
+
+func TestReadChangesNothingAndAFIFONeverBlocks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	if err := os.WriteFile(path, []byte("{not json"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(dir, "n", "", 10*time.Second); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Read of a damaged file: %v, want an error naming %s", err, path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("Read moved or removed the damaged file: %v", err)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Open(dir, "n", "", 10*time.Second, t0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, regfile.ErrNotRegular) {
+			t.Errorf("Open of a FIFO: %v, want it refused as not a regular file", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open of a FIFO in place of the history still waits after 10 s")
+	}
+	if st, err := os.Lstat(path); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("Open moved what is not its file (%v)", err)
+	}
+}
+
+func TestTargetsBeyondTheBoundShareOneAccountCountedOnce(t *testing.T) {
+	b := New("hub", "", 10*time.Second)
+	var checks []wire.Check
+	for i := range targetsKept + 3 {
+		checks = append(checks, wire.Check{Kind: wire.KindPeer, Target: fmt.Sprintf("hub/%03d", i), State: wire.CheckOK, Healthy: true})
+	}
+	at := t0
+	for range 11 {
+		at = at.Add(time.Second)
+		b.Observe(checks, at)
+	}
+	last := checks[len(checks)-1].Target
+	b.Event(core.Event{ID: "i", Time: at, Kind: wire.EventIncident, Target: last, Result: "opened"})
+	b.Event(core.Event{ID: "a", Time: at, Kind: wire.EventAction, Target: last, Action: "handshake", Result: "changed"})
+	b.Event(core.Event{ID: "r", Time: at.Add(3 * time.Second), Kind: wire.EventRecovered, Target: last, Duration: 3,
+		Evidence: map[string]any{"how": "healed by handshake"}})
+	h := b.Snapshot(at, true)
+	var others *wire.TargetSummary
+	for i := range h.Targets {
+		if h.Targets[i].Target == "others" {
+			others = &h.Targets[i]
+		}
+	}
+	if others == nil {
+		t.Fatalf("no account \"others\" among %d targets", len(h.Targets))
+	}
+	if others.HealthySeconds != 10 {
+		t.Errorf("others counts %d healthy seconds in 10 s of sweeps, want 10: its 3 targets counted once", others.HealthySeconds)
+	}
+	if in := h.Incidents[0]; in.Target != last || in.HealedBy != "handshake" || in.DurationSeconds != 3 || others.Incidents != 1 {
+		t.Errorf("the incident of a target beyond the bound: %+v (others counts %d); want it closed by its handshake after 3 s", in, others.Incidents)
 	}
 }

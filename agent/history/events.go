@@ -3,6 +3,7 @@ package history
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/wire"
@@ -33,7 +34,7 @@ func (b *Book) Event(e core.Event) {
 		b.repair(e)
 	case "uplink-outage", "clock", "held":
 		if t := b.openOf(e.Target); t != nil {
-			t.open.Diagnosis = e.Summary
+			t.open.Diagnosis = cut(e.Summary, diagnosisKept)
 			b.update(t.open)
 		}
 	case wire.EventGaveUp:
@@ -73,17 +74,22 @@ func (b *Book) open(e core.Event, start time.Time) {
 	if t.open != nil {
 		return // already open (a drift repeated, an event seen twice)
 	}
-	t.open = &wire.Incident{ID: e.ID, Kind: kind, Target: e.Target, Start: start, Diagnosis: e.Summary}
+	t.open = &wire.Incident{ID: e.ID, Kind: kind, Target: e.Target, Start: start, Diagnosis: cut(e.Summary, diagnosisKept)}
 	t.Tr.opened(start)
 	b.whole.opened(start)
 	b.keep(t.open)
 	b.changed++
 }
 
-// openOf is the target with an open incident named target, nil if none.
+// openOf is the account with an open incident of the target named name,
+// nil if none: its own, or its kind's "others" when it has none.
 func (b *Book) openOf(name string) *target {
-	t, ok := b.targets[b.kindOfName(name)+"/"+name]
-	if !ok || t.open == nil {
+	kind := b.kindOfName(name)
+	t, ok := b.targets[kind+"/"+name]
+	if !ok {
+		t, ok = b.targets[kind+"/others"]
+	}
+	if !ok || t.open == nil || t.open.Target != name {
 		return nil
 	}
 	return t
@@ -98,11 +104,13 @@ func (b *Book) repair(e core.Event) {
 	if notRepairs[e.Action] || e.Result == "skipped" {
 		return
 	}
-	for key, t := range b.targets {
-		if t.open == nil || !(t.Name == e.Target || strings.HasPrefix(key, wire.KindPeer+"/"+e.Target+"/")) {
+	for _, t := range b.targets {
+		if t.open == nil || !(t.open.Target == e.Target || strings.HasPrefix(t.open.Target, e.Target+"/") && t.Kind == wire.KindPeer) {
 			continue
 		}
-		t.open.Repairs = append(t.open.Repairs, e.Action)
+		if len(t.open.Repairs) < repairsKept {
+			t.open.Repairs = append(t.open.Repairs, e.Action)
+		}
 		b.update(t.open)
 		b.changed++
 		if e.Action == "offload-off" && e.Result == "changed" {
@@ -136,4 +144,17 @@ func (b *Book) close(t *target, end time.Time, secs float64, by string) {
 	}
 	b.changed++
 	b.closed++
+}
+
+// cut is s in at most n bytes: whole as long as it fits, else cut at a
+// character and ended with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	end := n - len("…")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "…"
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/statedir"
+	"github.com/edgeheal/edgeheal/regfile"
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -32,35 +34,55 @@ type file struct {
 	Incidents []wire.Incident `json:"incidents"`
 }
 
+// FileLimit bounds the history's file: a book at every bound (targetsKept
+// targets, each with closedKept closed incidents, and incidentsKept in
+// full) writes well under it (TestTheFileAtEveryBoundFitsItsLimit).
+const FileLimit = 32 << 20
+
 // Open reads the history kept in dir ("" keeps it in memory only). A
 // missing file is an empty history. A file that cannot be read is moved
 // aside, named in the error, and the history starts empty: what a node
 // without one had.
 func Open(dir, node, site string, maxGap time.Duration, now time.Time) (*Book, error) {
+	b, err := Read(dir, node, site, maxGap)
+	if err == nil || errors.Is(err, regfile.ErrNotRegular) {
+		return b, err // what is not a file is not ours to move
+	}
+	path := filepath.Join(dir, FileName)
+	aside := fmt.Sprintf("%s.unreadable-%s", path, now.UTC().Format("20060102T150405Z"))
+	if rerr := os.Rename(path, aside); rerr != nil {
+		aside = "could not be moved aside: " + rerr.Error()
+	} else {
+		aside = "moved to " + aside
+	}
+	return b, fmt.Errorf("%w (%s; the history starts again)", err, aside)
+}
+
+// Read reads the history kept in dir and changes nothing on disk: what
+// `edgeheal history` shows of a node whose agent does not run. A missing
+// file (or dir "") is an empty history; any other error comes with an
+// empty one.
+func Read(dir, node, site string, maxGap time.Duration) (*Book, error) {
 	b := New(node, site, maxGap)
 	if dir == "" {
 		return b, nil
 	}
 	path := filepath.Join(dir, FileName)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := regfile.Read(path, FileLimit)
+	if errors.Is(err, fs.ErrNotExist) {
 		return b, nil
 	}
 	var f file
 	if err == nil {
-		err = json.Unmarshal(data, &f)
+		if err = json.Unmarshal(data, &f); err != nil {
+			err = fmt.Errorf("history %s: %w", path, err)
+		}
 	}
 	if err == nil && (f.Version != 1 || f.Whole == nil) {
-		err = fmt.Errorf("version %d", f.Version)
+		err = fmt.Errorf("history %s: version %d", path, f.Version)
 	}
 	if err != nil {
-		aside := fmt.Sprintf("%s.unreadable-%s", path, now.UTC().Format("20060102T150405Z"))
-		if rerr := os.Rename(path, aside); rerr != nil {
-			aside = "could not be moved aside: " + rerr.Error()
-		} else {
-			aside = "moved to " + aside
-		}
-		return b, fmt.Errorf("history %s: %w (%s; the history starts again)", path, err, aside)
+		return b, err
 	}
 	b.since, b.whole, b.incidents = f.Since, f.Whole, f.Incidents
 	for _, t := range f.Targets {

@@ -56,8 +56,8 @@ func (b *Book) Snapshot(now time.Time, all bool) wire.History {
 			in.DurationSeconds = max(now.Sub(in.Start).Seconds(), 0)
 		}
 		in.Repairs = slices.Clone(in.Repairs)
-		if !all && len(in.Diagnosis) > publishedDiagnosis {
-			in.Diagnosis = in.Diagnosis[:publishedDiagnosis-len("…")] + "…"
+		if !all {
+			in.Diagnosis = cut(in.Diagnosis, publishedDiagnosis)
 		}
 		h.Incidents = append(h.Incidents, in)
 	}
