@@ -39,15 +39,16 @@ type Book struct {
 	node, site string
 	maxGap     time.Duration
 
-	mu        sync.Mutex
-	since     time.Time // the first moment recorded
-	whole     *tracker
-	targets   map[string]*target // by kind + "/" + target
-	incidents []wire.Incident    // the newest last, at most incidentsKept
-	kinds     map[string]string  // target name → check kind, from the last sweep
-	last      time.Time          // the last sweep (with its monotonic reading)
-	changed   uint64             // bumped on every change worth saving
-	closed    uint64             // bumped when an incident closes
+	mu          sync.Mutex
+	since       time.Time // the first moment recorded
+	whole       *tracker
+	targets     map[string]*target // by kind + "/" + target
+	incidents   []wire.Incident    // the newest last, at most incidentsKept
+	kinds       map[string]string  // target name → check kind, from the last sweep
+	last        time.Time          // the last sweep (with its monotonic reading)
+	changed     uint64             // bumped on every change worth saving
+	incidentRev uint64             // bumped on every change of an incident
+	closed      uint64             // bumped when an incident closes
 }
 
 // target is one target's account.
@@ -156,8 +157,23 @@ func (b *Book) Changes() (changed, closed uint64) {
 	return b.changed, b.closed
 }
 
+// Revision counts what a consumer of the history acts on: incidents
+// opened, changed (a repair tried, a diagnosis, a give-up) and closed;
+// closed counts the closes alone. The seconds that pass do not count: the
+// publisher refreshes those on its own, rarely (mqtt.HistorySource).
+func (b *Book) Revision() (incidents, closed uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.incidentRev, b.closed
+}
+
+// Published is the history as it is published retained: Snapshot's
+// bounded form.
+func (b *Book) Published(now time.Time) wire.History { return b.Snapshot(now, false) }
+
 // keep adds an incident to the kept ones, the oldest going past the bound.
 func (b *Book) keep(in *wire.Incident) {
+	b.incidentRev++
 	b.incidents = append(b.incidents, *in)
 	if over := len(b.incidents) - incidentsKept; over > 0 {
 		b.incidents = append(b.incidents[:0:0], b.incidents[over:]...)
@@ -166,6 +182,7 @@ func (b *Book) keep(in *wire.Incident) {
 
 // update replaces the kept copy of an incident by its id.
 func (b *Book) update(in *wire.Incident) {
+	b.incidentRev++
 	for i := len(b.incidents) - 1; i >= 0; i-- {
 		if b.incidents[i].ID == in.ID {
 			b.incidents[i] = *in
@@ -174,8 +191,9 @@ func (b *Book) update(in *wire.Incident) {
 	}
 }
 
-// percentile of sorted values, nearest rank.
-func percentile(sorted []float64, p float64) float64 {
+// Percentile is the nearest-rank p-quantile of sorted, 0 when it is
+// empty: how the outage percentiles are taken.
+func Percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}

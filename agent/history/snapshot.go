@@ -121,8 +121,8 @@ func (t *target) summary(now time.Time) wire.TargetSummary {
 	}
 	if len(durs) > 0 {
 		slices.Sort(durs)
-		s.OutageP50Seconds = round3(percentile(durs, 0.50))
-		s.OutageP95Seconds = round3(percentile(durs, 0.95))
+		s.OutageP50Seconds = round3(Percentile(durs, 0.50))
+		s.OutageP95Seconds = round3(Percentile(durs, 0.95))
 		s.OutageMaxSeconds = round3(durs[len(durs)-1])
 		s.MTTRSeconds = round3(sum / float64(len(durs)))
 	}

@@ -56,6 +56,17 @@ func (l *link) abort() {
 	l.c.Disconnect(0) // releases paho's goroutines; the DISCONNECT cannot reach the broker now
 }
 
+// will is the Last Will of the connection with session: "lost", with the
+// node's identity, so that a lost node keeps its context where the status
+// is read (its site, what it ran).
+func (p *Publisher) will(session uint64) ([]byte, error) {
+	p.mu.Lock()
+	revision := p.revision
+	p.mu.Unlock()
+	return json.Marshal(wire.Status{V: wire.Version, State: wire.StateLost, Session: session,
+		Node: p.opts.Node.Name, Site: p.opts.Node.Site, Version: p.opts.Version, ConfigRevision: revision})
+}
+
 // connect makes a new client whose Will carries a new session number and
 // connects it. It waits at most about 2×DialTimeout, even if ctx is done,
 // so that a Stop during a connect can still say goodbye.
@@ -69,7 +80,7 @@ func (p *Publisher) connect(ctx context.Context) (*link, error) {
 	ctx = context.WithoutCancel(ctx)
 	session := p.opts.Session.Next()
 	p.session.Store(session)
-	will, err := json.Marshal(wire.Status{V: wire.Version, State: wire.StateLost, Session: session})
+	will, err := p.will(session)
 	if err != nil {
 		return nil, err
 	}
@@ -199,8 +210,14 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 	if err := st.publish(ctx, true); err != nil {
 		return p.fail(ctx, l, err)
 	}
+	hist := &historyPublisher{p: p, l: l}
+	if err := hist.ifDue(ctx, time.Now()); err != nil {
+		return p.fail(ctx, l, err)
+	}
 	heartbeat := time.NewTicker(p.opts.Heartbeat)
 	defer heartbeat.Stop()
+	histCheck := time.NewTicker(historyCheckEvery)
+	defer histCheck.Stop()
 	alive := time.NewTicker(progressEvery)
 	defer alive.Stop()
 	drain := true
@@ -233,6 +250,8 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 			err = st.publish(ctx, false)
 		case <-heartbeat.C:
 			err = st.publish(ctx, true)
+		case now := <-histCheck.C:
+			err = hist.ifDue(ctx, now)
 		case <-p.opts.Outbox.Changed():
 			drain = true
 		case <-alive.C:
@@ -299,6 +318,54 @@ func (s *statusPublisher) publish(ctx context.Context, force bool) error {
 		return fmt.Errorf("publishing status: %w", err)
 	}
 	s.lastBody = kb
+	return nil
+}
+
+// How the retained history is kept fresh: its incidents are looked at
+// every historyCheckEvery; a close is published at once, other changes of
+// incidents at most every historyMinGap, and the seconds that passed every
+// historyRefresh (a few KiB an hour is what a cellular uplink can spare).
+const (
+	historyCheckEvery = 2 * time.Second
+	historyMinGap     = time.Minute
+	historyRefresh    = time.Hour
+)
+
+// historyPublisher publishes the retained history on one connection.
+type historyPublisher struct {
+	p                 *Publisher
+	l                 *link
+	incidents, closed uint64
+	at                time.Time // the last publish on this connection
+}
+
+// due says whether a history whose incidents are at the given revision
+// is to be published at now.
+func (h *historyPublisher) due(now time.Time, incidents, closed uint64) bool {
+	since := now.Sub(h.at)
+	return h.at.IsZero() || closed != h.closed || since >= historyRefresh ||
+		(incidents != h.incidents && since >= historyMinGap)
+}
+
+// ifDue publishes the history when it is due: first on every connection,
+// then as the constants above say.
+func (h *historyPublisher) ifDue(ctx context.Context, now time.Time) error {
+	src := h.p.opts.History
+	if src == nil {
+		return nil
+	}
+	incidents, closed := src.Revision()
+	if !h.due(now, incidents, closed) {
+		return nil
+	}
+	b, err := json.Marshal(src.Published(now))
+	if err != nil {
+		return err
+	}
+	if err := h.p.wait(ctx, h.l.c.Publish(h.p.HistoryTopic(), 1, true, b), h.l.lost); err != nil {
+		return fmt.Errorf("publishing history: %w", err)
+	}
+	h.incidents, h.closed, h.at = incidents, closed, now
 	return nil
 }
 

@@ -45,6 +45,8 @@ type Options struct {
 	// Emit receives the publisher's own events (the broker keeps closing
 	// the connections it accepts); nil: none.
 	Emit core.Emit
+	// History, if set, is published retained on <prefix>/<node>/history.
+	History HistorySource
 	// Links, if set, is watched while the publisher is disconnected: a
 	// change of a link or a default route makes it check the broker at once.
 	Links LinkWatcher
@@ -63,13 +65,29 @@ type Options struct {
 	Window      int           // events in flight at once; default 16
 }
 
+// HistorySource is the node's history as the publisher publishes it
+// (history.Book).
+type HistorySource interface {
+	// Published is the history to publish: bounded, a few KiB.
+	Published(now time.Time) wire.History
+	// Revision counts the changes of incidents (opened, changed, closed)
+	// and, in closed, their closes alone.
+	Revision() (incidents, closed uint64)
+}
+
 // Publisher reports to the cloud broker over the host network (it dials
 // from the namespace of the process, never through the overlay the agent
 // repairs):
 //
 //   - <prefix>/<node>/status, retained, QoS 1: a wire.Status, published on
 //     every connect, on every change and every Heartbeat;
-//   - the Last Will, retained on the same topic: {"v":1,"state":"lost","session":N};
+//   - the Last Will, retained on the same topic: a wire.Status "lost" with
+//     its connection's session and the node's identity (node, site,
+//     version, config revision as of the connect);
+//   - <prefix>/<node>/history, retained, QoS 1, with Options.History: a
+//     wire.History, published on every connect, at once when an incident
+//     closes, at most once a minute when incidents otherwise change, and
+//     every hour for the seconds that passed;
 //   - <prefix>/<node>/event, QoS 1, not retained: one wire.EventMessage per queued
 //     outbox event, in the outbox's order, each acked in the outbox only
 //     after its PUBACK and only when every event before it was acked, so
@@ -183,6 +201,11 @@ func NewPublisher(opts Options) (*Publisher, error) {
 // StatusTopic is <prefix>/<node>/status.
 func (p *Publisher) StatusTopic() string {
 	return wire.Topic(p.prefix, p.opts.Node.Name, wire.TopicStatus)
+}
+
+// HistoryTopic is <prefix>/<node>/history.
+func (p *Publisher) HistoryTopic() string {
+	return wire.Topic(p.prefix, p.opts.Node.Name, wire.TopicHistory)
 }
 
 // EventTopic is <prefix>/<node>/event.

@@ -70,6 +70,7 @@ func TestHelperPublisher(t *testing.T) {
 		{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true},
 		{Kind: "peer", Target: "wg0/AbCd", State: "down", Healthy: false, Detail: "handshake 200s old"},
 	})
+	p.SetConfigRevision("r7")
 	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -224,10 +225,12 @@ func TestMQTTStatusIsRetainedBecomesTheWillAfterKill9AndOfflineAfterAStop(t *tes
 	}
 
 	// The agent dies without a goodbye: the broker publishes the Will,
-	// retained, with the session of the connection that died.
+	// retained, with the session of the connection that died and the
+	// node's identity, so that a lost node keeps its context.
 	c1.kill9(t)
 	will := w.nextStatus(t, topic, func(m map[string]any) bool { return m["state"] == wire.StateLost })
-	if diff := cmp.Diff(map[string]any{"v": 1.0, "state": wire.StateLost, "session": float64(s1)}, will); diff != "" {
+	if diff := cmp.Diff(map[string]any{"v": 1.0, "state": wire.StateLost, "session": float64(s1),
+		"node": "node-a", "site": "plant-7", "version": "test-1.2.3", "config_revision": "r7"}, will); diff != "" {
 		t.Errorf("will (-want +got):\n%s", diff)
 	}
 	b, _ = json.Marshal(will)

@@ -73,6 +73,7 @@ func newReporting(cfg *configs.Config, log *slog.Logger, links mqtt.LinkWatcher)
 			Session: mqtt.OpenSession(cfg.Report.StateDir, nil),
 			Logger:  log.With("component", "mqtt"),
 			Links:   links,
+			History: r.history,
 			Emit:    func(e core.Event) { r.recorder.Emit(e) }, // the recorder is made below, before anything runs
 		})
 		if err != nil {

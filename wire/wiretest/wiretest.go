@@ -63,9 +63,11 @@ func Status() wire.Status {
 		Version: "v1.4.0", ConfigRevision: "3f2a9c1d", Checks: &sum}
 }
 
-// Will is the Last Will's example.
+// Will is the Last Will's example: a lost status with the node's
+// identity as of its connection.
 func Will() wire.Status {
-	return wire.Status{V: wire.Version, State: wire.StateLost, Session: 1764754927000001}
+	return wire.Status{V: wire.Version, State: wire.StateLost, Session: 1764754927000001,
+		Node: "edge-17", Site: "plant-7", Version: "v1.4.0", ConfigRevision: "3f2a9c1d"}
 }
 
 // LocalStatus is /v1/status's example.
