@@ -46,7 +46,10 @@ type Metrics struct {
 	events        *vec
 	reloadOK      *vec
 	reloadTime    *vec
-	checks        map[[2]string]string // (kind, target) → state, to delete stale series
+	pathMTU       *vec
+	clampMTU      *vec
+	checks        map[[2]string]string   // (kind, target) → state, to delete stale series
+	paths         map[string][][3]string // a path-mtu check's target → its path series' labels
 }
 
 // funcMetric is an unlabelled value read when scraped.
@@ -84,7 +87,12 @@ func New(opts Options) *Metrics {
 			"1 if the last configuration load or reload succeeded, 0 if it failed (the previous config stays in force)."),
 		reloadTime: newVec(typeGauge, "edgeheal_config_last_reload_success_timestamp_seconds",
 			"Unix time of the last successful configuration load or reload."),
+		pathMTU: newVec(typeGauge, "edgeheal_path_mtu_bytes",
+			"The largest IP packet that crossed a tunnel's path (path tunnel: through it; uplink: over the uplink, outside it), measured with DF echoes.", "interface", "link", "path"),
+		clampMTU: newVec(typeGauge, "edgeheal_path_mtu_clamp_bytes",
+			"The path MTU edgeheal clamps a link's TCP MSS to, while the path carries less than the link sends.", "interface", "link", "path"),
 		checks: map[[2]string]string{},
+		paths:  map[string][][3]string{},
 	}
 	m.buildInfo.with(runtime.Version(), opts.Version).v = 1
 	m.reloadOK.with() // 0 until the first load, as the gauges were
@@ -152,7 +160,7 @@ func (m *Metrics) WriteText(b *bytes.Buffer) {
 	}
 	m.mu.Lock()
 	for _, v := range []*vec{m.buildInfo, m.checkState, m.checkHealthy, m.handshakeAge, m.probeDuration,
-		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime} {
+		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime, m.pathMTU, m.clampMTU} {
 		es = append(es, entry{v.name, func() { v.write(b) }})
 	}
 	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.name, b.name) })
@@ -184,6 +192,9 @@ func (m *Metrics) SetChecks(checks []wire.Check) {
 			h = 1
 		}
 		m.checkHealthy.with(c.Kind, c.Target).v = h
+		if c.Kind == wire.KindPathMTU {
+			m.setPaths(c.Target, c.PathMTU)
+		}
 		if c.Peer != nil {
 			iface, peer := splitTarget(c.Target)
 			if c.Peer.LastHandshake.IsZero() {
@@ -199,7 +210,38 @@ func (m *Metrics) SetChecks(checks []wire.Check) {
 			m.checkHealthy.delete(k[0], k[1])
 			iface, peer := splitTarget(k[1])
 			m.handshakeAge.delete(iface, peer)
+			if k[0] == wire.KindPathMTU {
+				m.setPaths(k[1], nil)
+			}
 			delete(m.checks, k)
+		}
+	}
+}
+
+// setPaths sets a tunnel's path MTU series from its path-mtu check, and
+// deletes those it no longer has (a path not measured, a clamp removed, an
+// uplink that changed). Called with m.mu held.
+func (m *Metrics) setPaths(tunnel string, info *wire.PathMTUInfo) {
+	for _, l := range m.paths[tunnel] {
+		m.pathMTU.delete(l[:]...)
+		m.clampMTU.delete(l[:]...)
+	}
+	delete(m.paths, tunnel)
+	if info == nil {
+		return
+	}
+	for _, p := range []struct {
+		name string
+		info *wire.PathInfo
+	}{{"tunnel", info.Tunnel}, {"uplink", info.Uplink}} {
+		if p.info == nil || p.info.PathMTU == 0 {
+			continue
+		}
+		l := [3]string{tunnel, p.info.Link, p.name}
+		m.paths[tunnel] = append(m.paths[tunnel], l)
+		m.pathMTU.with(l[:]...).v = float64(p.info.PathMTU)
+		if p.info.ClampMTU > 0 {
+			m.clampMTU.with(l[:]...).v = float64(p.info.ClampMTU)
 		}
 	}
 }

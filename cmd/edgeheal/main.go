@@ -52,6 +52,7 @@ func commands() []command {
 		{"config", "check or show the merged configuration", cmdConfig},
 		{"check", "one-shot diagnosis of this node; exit 1 if anything is unhealthy", cmdCheck},
 		{"status", "ask the running agent for its checks, states and last actions", cmdStatus},
+		{"cleanup", "undo what edgeheal changed that outlives it (path-MTU clamp tables, a lowered tunnel MTU)", cmdCleanup},
 		{"version", "print the version", cmdVersion},
 	}
 }

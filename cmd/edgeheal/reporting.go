@@ -96,13 +96,17 @@ func warnAboutSecrets(cfg *configs.Config, log *slog.Logger) {
 	}
 }
 
-// onEvent is every event's first stop: the metrics count it, and an event
+// onEvent is every event's first stop: the metrics count it, an event
 // that says the path may be back makes a disconnected publisher check the
-// broker at once.
+// broker at once, and one that says the path became smaller than its open
+// connection was made for makes it connect again.
 func (r *reporting) onEvent(e core.Event) {
 	r.metrics.ObserveEvent(e)
 	if r.publisher != nil && mqtt.SuggestsThePathIsBack(e) {
 		r.publisher.TryNow()
+	}
+	if r.publisher != nil && mqtt.OutgrowsTheConnection(e) {
+		r.publisher.Refresh(e.Summary)
 	}
 }
 
