@@ -94,6 +94,7 @@ type mtuRun struct {
 	// repaired is the Opened of the blackhole whose repair was reported.
 	repaired time.Time
 	lowered  bool // this check's plan lowers a clamp
+	oneShot  bool // `edgeheal check`'s: it measures, it plans nothing
 }
 
 // HintPathMTU reports that something suggests the path carries less than
@@ -164,7 +165,7 @@ func (m *Monitor) checkPathMTU(ctx context.Context, r *tunnelReading, now time.T
 		m.mtuNoteEvent(n, o, now)
 	}
 	m.fitMTU(ctx, plan, linkMTU)
-	m.mtuReport(before, now)
+	m.mtuReport(before, m.os.Clock.Now()) // the repair is done now, a measurement after the check began
 }
 
 // lowered reports whether a way's clamp is new or smaller: connections

@@ -42,7 +42,7 @@ func (m *Monitor) checkMTUOnce(ctx context.Context, r *tunnelReading, dark strin
 	if !m.spec.mtu.on {
 		return wire.Check{}, false
 	}
-	x := &mtuRun{adopted: true}
+	x := &mtuRun{adopted: true, oneShot: true}
 	links, _, err := m.readClamp()
 	if err != nil {
 		x.why = "reading the clamp table: " + err.Error()
@@ -61,13 +61,16 @@ func (m *Monitor) checkMTUOnce(ctx context.Context, r *tunnelReading, dark strin
 		if !o.Tunnel.known() && !o.Uplink.known() {
 			x.why = unknownWhy(o)
 		}
-		st, plan, _ := nextMTU(x.st, o, m.spec.mtu.pol)
-		// Fitted when the node has the plan already.
-		st.Fitted = x.table && sameClamps(plan.Clamp, links) && plan.LinkMTU == 0
-		if len(plan.Clamp) == 0 && plan.LinkMTU == 0 {
-			st.Fitted = true
+		// What was measured, judged against what the node has now (the
+		// table as it is): nothing here is a plan.
+		st, _, _ := nextMTU(x.st, o, m.spec.mtu.pol)
+		for _, w := range []struct{ have, now *mtuWay }{{&x.st.Tunnel, &st.Tunnel}, {&x.st.Uplink, &st.Uplink}} {
+			if w.have.Link != w.now.Link {
+				w.have.Clamp = 0 // a clamp of another link clamps nothing of this one
+			}
+			w.have.Link, w.have.Full, w.have.Measured = w.now.Link, w.now.Full, w.now.Measured
 		}
-		x.st = st
+		x.st.CheckedAt, x.st.Fitted = st.CheckedAt, x.table
 	}
 	x.since = time.Time{}
 	return m.mtuViewOf(x).check(m.spec.cfg.Interface)
@@ -107,6 +110,8 @@ func (m *Monitor) mtuFound(x *mtuRun) string {
 	case mtuLow:
 		why := "repair is off (path_mtu.repair: false)"
 		switch {
+		case x.oneShot && m.spec.mtu.pol.Repair:
+			why = "nothing on the node fits traffic to it now (the running agent clamps it)"
 		case m.dryRun && m.spec.mtu.pol.Repair:
 			why = "dry run"
 		case m.spec.mtu.pol.Repair:
@@ -136,8 +141,13 @@ func (m *Monitor) mtuFound(x *mtuRun) string {
 	return d
 }
 
-// publishMTU copies the check's view (called with m.mu held).
-func (m *Monitor) publishMTU() { m.mtuView = m.mtuViewOf(&m.mtu) }
+// publishMTU copies the check's view (called with m.mu held); with the
+// check off there is none.
+func (m *Monitor) publishMTU() {
+	if m.spec.mtu.on {
+		m.mtuView = m.mtuViewOf(&m.mtu)
+	}
+}
 
 // mtuViewOf is what the check shows of x.
 func (m *Monitor) mtuViewOf(x *mtuRun) mtuView {
