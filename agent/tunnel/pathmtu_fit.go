@@ -21,9 +21,6 @@ import (
 func (m *Monitor) fitMTU(ctx context.Context, plan mtuPlan, linkMTU int) {
 	x := &m.mtu
 	key := fmt.Sprint(plan)
-	if key != x.acted {
-		x.st.Fitted = false // a new plan: not on the node until it is done
-	}
 	why := orWord(mtuWays(x.st), "path MTU repair")
 	fitted := true
 	if len(plan.Clamp) > 0 || x.table {
@@ -51,7 +48,7 @@ func (m *Monitor) fitMTU(ctx context.Context, plan mtuPlan, linkMTU int) {
 		}
 		m.mtuAction("link-mtu", why, start, m.os.Clock.Now(), res, err, key)
 	}
-	x.st.Fitted = fitted
+	x.st.Fitted = fitted // on the node as planned only once every part of this plan is
 	x.acted = key
 }
 

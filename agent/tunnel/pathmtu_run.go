@@ -166,6 +166,7 @@ func (m *Monitor) checkPathMTU(ctx context.Context, r *tunnelReading, now time.T
 	}
 	m.fitMTU(ctx, plan, linkMTU)
 	m.mtuReport(before, m.os.Clock.Now()) // the repair is done now, a measurement after the check began
+	x.hint = ""                           // evidence for the check it called, not for later ones
 }
 
 // lowered reports whether a way's clamp is new or smaller: connections
