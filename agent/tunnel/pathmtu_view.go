@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,16 +21,6 @@ type mtuView struct {
 	detail string
 	last   string
 	info   *wire.PathMTUInfo
-}
-
-// sameClamps reports whether two clamp tables have the same content.
-func sameClamps(a, b []netfix.LinkClamp) bool {
-	sorted := func(ls []netfix.LinkClamp) []netfix.LinkClamp {
-		out := slices.Clone(ls)
-		slices.SortFunc(out, func(x, y netfix.LinkClamp) int { return strings.Compare(x.Link, y.Link) })
-		return out
-	}
-	return slices.Equal(sorted(a), sorted(b))
 }
 
 // checkMTUOnce is the path-mtu check of `edgeheal check`: one measurement
