@@ -103,6 +103,17 @@ func (p *parts) Suspect(tunnel, reason string) {
 	m.Suspect(reason)
 }
 
+// HintPathMTU implements workload.Tunnels: the tunnel checks its path MTU
+// at once; an unknown one is logged and ignored.
+func (p *parts) HintPathMTU(tunnel, reason string) {
+	m, ok := p.byName[tunnel]
+	if !ok {
+		p.log.Warn("a path-MTU hint for a tunnel that is not configured", "tunnel", tunnel, "reason", reason)
+		return
+	}
+	m.HintPathMTU(reason)
+}
+
 // TunnelHealthy implements workload.Tunnels: whether the tunnel's own probe
 // answers. An unknown tunnel is not healthy (nothing says it is).
 func (p *parts) TunnelHealthy(tunnel string) (bool, string) {

@@ -88,7 +88,33 @@ type Tunnel struct {
 	Unit       string   `yaml:"unit"`
 	// RebindPorts is where the rebind rung moves the tunnel's listen port
 	// ("LO-HI" or one port); empty: the rung is skipped.
-	RebindPorts string `yaml:"rebind_ports"`
+	RebindPorts string  `yaml:"rebind_ports"`
+	PathMTU     PathMTU `yaml:"path_mtu"`
+}
+
+// PathMTU is the tunnel's path-MTU check and repair: DF probes of the
+// sizes the tunnel and its uplink send, and, when the path carries less
+// without saying so (no ICMP), a TCP MSS clamp and a lower tunnel MTU.
+// It is never a rung of the ladder.
+type PathMTU struct {
+	// Check measures the path (both ways: through the tunnel and over the
+	// uplink to the peer's endpoint) and reports it; false: neither check
+	// nor repair.
+	Check bool `yaml:"check"`
+	// Repair clamps the TCP MSS and lowers the tunnel's MTU to what the
+	// path carries; false: report only.
+	Repair bool `yaml:"repair"`
+	// Target is probed through the tunnel (icmp://ip); empty: the address
+	// of probe.target.
+	Target string `yaml:"target"`
+	// UplinkTarget is probed over the uplink, outside the tunnel
+	// (icmp://ip); empty: the endpoint of the peer probe.target belongs to.
+	UplinkTarget string `yaml:"uplink_target"`
+	// Interval is how often a full-size probe goes each way.
+	Interval Duration `yaml:"interval"`
+	// RelaxAfter is how long a larger path must hold before the clamp and
+	// the MTU are raised again.
+	RelaxAfter Duration `yaml:"relax_after"`
 }
 
 // Probe is an active check through a tunnel.

@@ -85,6 +85,7 @@ func TestParseElementDefaults(t *testing.T) {
 		Probe:       Probe{Interval: Duration(time.Second), Timeout: Duration(time.Second), Misses: 3},
 		Heal:        []string{"reassert", "reresolve", "handshake", "rebind", "bounce", "restart-unit"},
 		RebindPorts: "51830-51899",
+		PathMTU:     PathMTU{Check: true, Repair: true, Interval: Duration(2 * time.Second), RelaxAfter: Duration(2 * time.Minute)},
 	}
 	if diff := cmp.Diff(want, tun); diff != "" {
 		t.Errorf("an explicit 0s keepalive must stay 0s and the rest take defaults (-want +got):\n%s", diff)
@@ -134,6 +135,11 @@ func TestParseProblems(t *testing.T) {
 			[]string{`f.yaml: tunnels[0].heal[1]: unknown rung "reboot" (known: reassert, reresolve, handshake, rebind, bounce, restart-unit)`}},
 		{"a rebind port range upside down", "tunnels:\n  - interface: wg0\n    rebind_ports: 51899-51830\n",
 			[]string{`f.yaml: tunnels[0].rebind_ports: "51899-51830": the range is empty (51899 > 51830); write it LO-HI`}},
+		{"a path MTU target that is not ICMP", "tunnels:\n  - interface: wg0\n    path_mtu: {target: \"tcp://10.42.0.1:443\", uplink_target: \"icmp://x\"}\n",
+			[]string{`f.yaml: tunnels[0].path_mtu.target: "tcp://10.42.0.1:443": the path MTU is measured with ICMP echoes of given sizes; write icmp://IP`,
+				`f.yaml: tunnels[0].path_mtu.uplink_target: "icmp://x": icmp probes need an IP address, e.g. icmp://10.42.0.1`}},
+		{"a path MTU interval too short", "tunnels:\n  - interface: wg0\n    path_mtu: {interval: 100ms}\n",
+			[]string{`f.yaml: tunnels[0].path_mtu.interval: 100ms is out of range (500ms..3600s)`}},
 		{"a rebind port out of range", "tunnels:\n  - interface: wg0\n    rebind_ports: 70000\n",
 			[]string{`f.yaml: tunnels[0].rebind_ports: "70000": "70000" is not a UDP port (1..65535)`}},
 		{"a malformed public key", "tunnels:\n  - interface: wg0\n    peers: [abc]\n",

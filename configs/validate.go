@@ -249,9 +249,29 @@ func (v *validator) tunnel(p string, t Tunnel) {
 	if _, err := ParsePortRange(t.RebindPorts); err != nil {
 		v.add(p+".rebind_ports", "%v", err)
 	}
+	v.pathMTU(p+".path_mtu", t)
 	if t.Unit != "" && !unitRe.MatchString(t.Unit) {
 		v.add(p+".unit", "%q is not a systemd unit name (e.g. k3s-agent.service)", t.Unit)
 	}
+}
+
+// pathMTU checks a tunnel's path_mtu: its targets are ICMP (a sized echo
+// is what measures a path). A tunnel with neither path_mtu.target nor
+// probe.target is valid: its check says it has nothing to probe.
+func (v *validator) pathMTU(p string, t Tunnel) {
+	m := t.PathMTU
+	for _, f := range []struct{ key, target string }{{"target", m.Target}, {"uplink_target", m.UplinkTarget}} {
+		if f.target == "" {
+			continue
+		}
+		if err := checkProbeTarget(f.target); err != nil {
+			v.add(p+"."+f.key, "%v", err)
+		} else if !strings.HasPrefix(f.target, "icmp://") {
+			v.add(p+"."+f.key, "%q: the path MTU is measured with ICMP echoes of given sizes; write icmp://IP", f.target)
+		}
+	}
+	v.durRange(p+".interval", m.Interval, 500*time.Millisecond, time.Hour)
+	v.durRange(p+".relax_after", m.RelaxAfter, 0, 24*time.Hour)
 }
 
 // checkProbeTarget accepts tcp://ip:port and icmp://ip.

@@ -197,16 +197,17 @@ func (n *node) seen(m Message, ts time.Time) {
 
 // reconcile makes the open incidents agree with the status's checks: a
 // target whose check is healthy again (in a status not older than the
-// incident) has no open incident; an unhealthy tunnel or workload check
-// without an incident gets one, marked as known from the status (the view
-// started after the incident event, or another instance got it).
+// incident) has no open incident; an unhealthy tunnel, workload or
+// path-MTU check without an incident gets one, marked as known from the
+// status (the view started after the incident event, or another instance
+// got it).
 func (n *node) reconcile(at time.Time) {
 	for _, c := range n.Checks {
 		in, open := n.incidents[c.Target]
 		switch {
 		case c.Healthy && open && !at.Before(in.Opened):
 			delete(n.incidents, c.Target)
-		case !c.Healthy && !open && (c.Kind == "peer" || c.Kind == "workload"):
+		case !c.Healthy && !open && (c.Kind == "peer" || c.Kind == "workload" || c.Kind == "path-mtu"):
 			opened := c.Since
 			if opened.IsZero() {
 				opened = at

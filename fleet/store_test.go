@@ -166,6 +166,14 @@ func TestIncidents(t *testing.T) {
 		{"an unhealthy peer in the status opens one when no event was seen", []Message{
 			msg("status", peerDown("down", false, t0.Add(time.Second)), t0)},
 			[]Incident{{Target: "wg0/k", Kind: "peer", Opened: t0, Summary: "peer wg0/k down: ", FromStatus: true}}},
+		{"a path MTU nothing repairs in the status opens one of kind path-mtu", []Message{
+			msg("status", func() []byte {
+				b, _ := json.Marshal(map[string]any{"v": 1, "state": "degraded", "session": 1, "ts": t0.Add(time.Second),
+					"checks": map[string]any{"total": 1, "items": []any{map[string]any{
+						"kind": "path-mtu", "target": "wg0", "state": "low", "healthy": false, "since": t0, "detail": "path MTU 1328"}}}})
+				return b
+			}(), t0)},
+			[]Incident{{Target: "wg0", Kind: "path-mtu", Opened: t0, Summary: "path-mtu wg0 low: path MTU 1328", FromStatus: true}}},
 		{"a healthy check in a newer status closes it", []Message{
 			msg("event", event("a", "incident", "wg0/k", t0, nil), t0),
 			msg("status", peerDown("ok", true, t0.Add(time.Minute)), t0.Add(time.Minute))}, nil},

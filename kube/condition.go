@@ -20,6 +20,8 @@ const (
 	ReasonOffloadFight      = "OffloadFight"      // False: something keeps turning TX checksum offload back on
 	ReasonUplinkDown        = "UplinkDown"        // False: neither the pods nor the host reach the broker: the uplink
 	ReasonBrokerUnreachable = "BrokerUnreachable" // False: the broker refuses both the pods and the host
+	ReasonPathMTUBlackhole  = "PathMTUBlackhole"  // False: a tunnel's path silently drops full-size packets and nothing fits traffic to it
+	ReasonPathMTUClamped    = "PathMTUClamped"    // True: such a path, and edgeheal's TCP MSS clamp (and tunnel MTU) fit traffic to it
 	ReasonAgentUnreachable  = "AgentUnreachable"  // Unknown: the agent's status cannot be read, or its loop stalled
 	ReasonAgentStarting     = "AgentStarting"     // Unknown: the agent has not finished its first round
 )
@@ -81,6 +83,12 @@ func Diagnose(prev Verdict, st *Status, readErr error, now time.Time, stale time
 		if suspect && prev.Status != "" {
 			return prev
 		}
+		if fitted := clampedPaths(st.Checks); len(fitted) > 0 {
+			// It works, and the operator should know why: a clamp that
+			// stays belongs in Flannel's config.
+			return Verdict{Status: True, Reason: ReasonPathMTUClamped,
+				Message: "edgeheal: every tunnel and workload path works; " + strings.Join(fitted, "; ")}
+		}
 		return Verdict{Status: True, Reason: ReasonHealthy, Message: "edgeheal: every tunnel and workload path works"}
 	}
 	reason := rankedReasons[worst]
@@ -89,7 +97,19 @@ func Diagnose(prev Verdict, st *Status, readErr error, now time.Time, stale time
 }
 
 // rankedReasons is the order in which a reason wins: worst first.
-var rankedReasons = []string{ReasonGaveUp, ReasonTunnelDark, ReasonOffloadFight, ReasonUplinkDown, ReasonBrokerUnreachable}
+var rankedReasons = []string{ReasonGaveUp, ReasonTunnelDark, ReasonOffloadFight, ReasonPathMTUBlackhole, ReasonUplinkDown, ReasonBrokerUnreachable}
+
+// clampedPaths describes the path-mtu checks whose path carries less than
+// is sent, fitted by edgeheal's clamp.
+func clampedPaths(checks []Check) []string {
+	var out []string
+	for _, c := range checks {
+		if c.Kind == wire.KindPathMTU && c.State == wire.CheckPathClamped {
+			out = append(out, describe(c))
+		}
+	}
+	return out
+}
 
 func reasonRank(r string) int {
 	for i, x := range rankedReasons {
@@ -123,10 +143,16 @@ func checkReason(c Check) string {
 			return ReasonUplinkDown
 		case wire.DiagBroker:
 			return ReasonBrokerUnreachable
+		case wire.DiagPathMTU:
+			return ReasonPathMTUBlackhole
 		}
 	case wire.KindUplink:
 		if c.Uplink != nil && c.Uplink.Fighting {
 			return ReasonOffloadFight
+		}
+	case wire.KindPathMTU:
+		if c.State == wire.CheckPathLow {
+			return ReasonPathMTUBlackhole
 		}
 	}
 	return ""

@@ -69,3 +69,10 @@ func (l *Lab) Loss(pct float64, d time.Duration) error {
 func (l *Lab) Delay(delay, jitter, d time.Duration) error {
 	return l.SetFault(Fault{Kind: FaultDelay, Delay: delay, Jitter: jitter}, d)
 }
+
+// PathMTU drops every IP packet longer than mtu bytes, both ways, without
+// an ICMP "fragmentation needed" (a path-MTU blackhole), for d (0: until
+// changed). Small packets pass as before.
+func (l *Lab) PathMTU(mtu int, d time.Duration) error {
+	return l.SetFault(Fault{Kind: FaultMTU, MTU: mtu}, d)
+}

@@ -130,6 +130,7 @@ type Lab struct {
 	relay       *relay
 	broker      broker
 	tel         *telemetry
+	xfer        *transferServer // the cloud's transfer server, started by the first Transfer
 	cloudPublic netip.Prefix
 	faultTimer  *time.Timer
 	faultUntil  time.Time
@@ -307,12 +308,13 @@ func (l *Lab) Close() error {
 	if l.faultTimer != nil {
 		l.faultTimer.Stop()
 	}
-	tel, br, r, ewg, cwg := l.tel, l.broker, l.relay, l.edgeWG, l.cloudWG
-	l.tel, l.broker, l.relay, l.edgeWG, l.cloudWG = nil, nil, nil, nil, nil
+	tel, br, r, ewg, cwg, xfer := l.tel, l.broker, l.relay, l.edgeWG, l.cloudWG, l.xfer
+	l.tel, l.broker, l.relay, l.edgeWG, l.cloudWG, l.xfer = nil, nil, nil, nil, nil, nil
 	l.mu.Unlock()
 
 	var errs []error
 	tel.stop()
+	xfer.close()
 	if br != nil {
 		errs = append(errs, br.stop())
 	}

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -22,6 +23,10 @@ const (
 	FaultBlackhole FaultKind = "blackhole" // drop every IP frame
 	FaultLoss      FaultKind = "loss"      // drop each IP frame with probability LossPct/100
 	FaultDelay     FaultKind = "delay"     // hold each IP frame Delay ± Jitter
+	// FaultMTU drops every IP packet longer than MTU bytes, both ways and
+	// silently: a carrier path with a smaller MTU that sends no ICMP
+	// "fragmentation needed" back (a path-MTU blackhole).
+	FaultMTU FaultKind = "mtu"
 )
 
 // Fault is the modem's behaviour. The zero value is Pass.
@@ -30,7 +35,16 @@ type Fault struct {
 	LossPct float64       `json:"loss_pct,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	Jitter  time.Duration `json:"jitter,omitempty"`
+	// MTU is the largest IP packet (header included) FaultMTU lets through.
+	MTU int `json:"mtu,omitempty"`
 }
+
+// The IP packet sizes a FaultMTU may be set to: IPv4's minimum MTU up to
+// the largest IP packet.
+const (
+	MinFaultMTU = 68
+	MaxFaultMTU = 65535
+)
 
 // Validate reports whether f can be applied.
 func (f Fault) Validate() error {
@@ -47,6 +61,11 @@ func (f Fault) Validate() error {
 			return fmt.Errorf("delay %v jitter %v: want 0 <= jitter <= delay", f.Delay, f.Jitter)
 		}
 		return nil
+	case FaultMTU:
+		if f.MTU < MinFaultMTU || f.MTU > MaxFaultMTU {
+			return fmt.Errorf("mtu %d is outside %d..%d", f.MTU, MinFaultMTU, MaxFaultMTU)
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown fault %q", f.Kind)
 }
@@ -57,6 +76,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("loss %g%%", f.LossPct)
 	case FaultDelay:
 		return fmt.Sprintf("delay %v jitter %v", f.Delay, f.Jitter)
+	case FaultMTU:
+		return fmt.Sprintf("mtu %d (larger IP packets dropped, no ICMP)", f.MTU)
 	case "":
 		return string(FaultPass)
 	}
@@ -115,6 +136,26 @@ func udpRemote(frame []byte, fromEdge bool) (key [6]byte, ok bool) {
 		copy(key[4:], udp[0:2])             // source port
 	}
 	return key, true
+}
+
+// ipPacketLen is the length of the IP packet in an Ethernet frame, from its
+// own header (IPv4 total length, IPv6 payload length plus the fixed
+// header), or the frame's payload for anything else. The lab's links run
+// without TSO and GRO on the modem path (offload off, the scenarios'
+// default), so a frame is one packet as a carrier would see it; a TSO
+// super-frame (offload on) is judged whole.
+func ipPacketLen(frame []byte) int {
+	const eth = 14
+	if len(frame) < eth {
+		return 0
+	}
+	switch {
+	case frame[12] == 0x08 && frame[13] == 0x00 && len(frame) >= eth+4:
+		return int(binary.BigEndian.Uint16(frame[eth+2 : eth+4]))
+	case frame[12] == 0x86 && frame[13] == 0xdd && len(frame) >= eth+6:
+		return 40 + int(binary.BigEndian.Uint16(frame[eth+4:eth+6]))
+	}
+	return len(frame) - eth
 }
 
 // isARP reports whether frame is an ARP frame (EtherType 0x0806).
@@ -257,6 +298,11 @@ func (r *relay) forward(aToB bool, frame []byte) {
 		return
 	case FaultLoss:
 		if rand.Float64()*100 < f.LossPct {
+			r.dropped.Add(1)
+			return
+		}
+	case FaultMTU:
+		if ipPacketLen(frame) > f.MTU {
 			r.dropped.Add(1)
 			return
 		}

@@ -243,7 +243,7 @@ func openConn(ctx context.Context, ns Netns, hostport string, tlsCfg *tls.Config
 	if err := tc.HandshakeContext(ctx); err != nil {
 		c.Close()
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("tls handshake: %w", ctx.Err())
+			return nil, fmt.Errorf("tls handshake: %w: %w", ErrHandshakeStalled, ctx.Err())
 		}
 		return nil, &tlsError{err: err}
 	}

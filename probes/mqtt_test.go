@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -140,5 +141,33 @@ func BenchmarkLabNetnsDo(b *testing.B) {
 		if err := ns.Do(func() error { return nil }); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A TLS handshake that gets no answer after TCP connected (the ClientHello
+// lost on a path that drops full-size packets) is a timeout marked as
+// stalled; a refused connection or one that answers is not.
+func TestMQTTMarksATLSHandshakeThatStalledAfterConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // reads nothing, answers nothing
+		}
+	}()
+	r, err := MQTT(context.Background(), Netns{}, MQTTConfig{Broker: "ssl://" + ln.Addr().String(), Timeout: 300 * time.Millisecond})
+	if err != nil || r.Class != ClassTimeout || !r.HandshakeStalled {
+		t.Errorf("= %+v, %v; want a timeout marked handshake_stalled", r, err)
+	}
+	r, err = MQTT(context.Background(), Netns{}, MQTTConfig{Broker: "ssl://127.0.0.1:1", Timeout: 300 * time.Millisecond})
+	if err != nil || r.HandshakeStalled {
+		t.Errorf("a refused connection = %+v, %v; not stalled", r, err)
 	}
 }

@@ -47,8 +47,13 @@ type Result struct {
 	// DNSLatency is the time spent resolving a host name (zero for an IP).
 	DNSLatency time.Duration `json:"-"`
 	// ReturnCode is the CONNACK return code, for an MQTT probe that got one.
-	ReturnCode int    `json:"return_code,omitempty"`
-	Detail     string `json:"detail,omitempty"` // the error text of a failure
+	ReturnCode int `json:"return_code,omitempty"`
+	// HandshakeStalled: TCP connected, then the TLS handshake got no answer
+	// and no alert before the timeout (Class is timeout). Its first
+	// full-size packet, the ClientHello, is the likely loss: the mark of a
+	// path that silently drops what is larger than its MTU.
+	HandshakeStalled bool   `json:"handshake_stalled,omitempty"`
+	Detail           string `json:"detail,omitempty"` // the error text of a failure
 }
 
 // OK reports whether the probe succeeded.
@@ -64,6 +69,10 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		DNSLatencySeconds float64 `json:"dns_latency_seconds,omitempty"`
 	}{plain(r), r.Latency.Seconds(), r.DNSLatency.Seconds()})
 }
+
+// ErrHandshakeStalled marks (wrapped) a TLS handshake that got no answer
+// and no alert after TCP connected, within the probe's timeout.
+var ErrHandshakeStalled = errors.New("no answer after TCP connected, and no alert")
 
 // ErrNoPod is returned (wrapped) by a Resolver when no ready pod sandbox
 // matches the selector. It is an observation, not a failure to observe:
@@ -146,5 +155,6 @@ func observed(probe, target string, start time.Time, err error) Result {
 	if errors.As(err, &ae) {
 		r.ReturnCode = int(ae.code)
 	}
+	r.HandshakeStalled = errors.Is(err, ErrHandshakeStalled)
 	return r
 }

@@ -7,8 +7,8 @@ import "time"
 // The typed part of its kind (Uplink, Peer, Workload) is set for checks of
 // that kind and nil otherwise; the status topic carries checks without it.
 type Check struct {
-	Kind       string    `json:"kind"`   // KindUplink, KindPeer, KindWorkload, KindClock, KindComponent
-	Target     string    `json:"target"` // link name, "wg0/<key prefix>", workload name, component name
+	Kind       string    `json:"kind"`   // KindUplink, KindPeer, KindWorkload, KindPathMTU, KindClock, KindComponent
+	Target     string    `json:"target"` // link name, "wg0/<key prefix>", workload name, tunnel interface, component name
 	State      string    `json:"state"`  // ok, suspect, down, healing, degraded, ...
 	Healthy    bool      `json:"healthy"`
 	Detail     string    `json:"detail,omitempty"`
@@ -18,6 +18,7 @@ type Check struct {
 	Uplink   *UplinkInfo   `json:"uplink,omitempty"`
 	Peer     *PeerInfo     `json:"peer,omitempty"`
 	Workload *WorkloadInfo `json:"workload,omitempty"`
+	PathMTU  *PathMTUInfo  `json:"path_mtu,omitempty"`
 }
 
 // Check states that readers act on. A check may be in others (suspect,
@@ -27,6 +28,9 @@ const (
 	CheckDown     = "down"     // confirmed bad: repairs may run
 	CheckHealing  = "healing"  // a repair ran and waits for its verification
 	CheckDegraded = "degraded" // edgeheal gave up: it alerts only, until the target is healthy again
+	// A path-mtu check's states besides ok (and unknown: not measured).
+	CheckPathLow     = "low"     // unhealthy: the path carries less than is sent, silently, and nothing fits traffic to it
+	CheckPathClamped = "clamped" // healthy: it carries less, and edgeheal's clamp (and tunnel MTU) fit traffic to it
 )
 
 // The kinds of checks.
@@ -34,6 +38,7 @@ const (
 	KindUplink    = "uplink"
 	KindPeer      = "peer"
 	KindWorkload  = "workload"
+	KindPathMTU   = "path-mtu" // a tunnel's path MTU, through it and over its uplink; target: the interface
 	KindClock     = "clock"
 	KindComponent = "component"
 )
@@ -41,7 +46,7 @@ const (
 // Summary is the check without the typed part of its kind: what the
 // status topic carries of it.
 func (c Check) Summary() Check {
-	c.Uplink, c.Peer, c.Workload = nil, nil, nil
+	c.Uplink, c.Peer, c.Workload, c.PathMTU = nil, nil, nil, nil
 	return c
 }
 
@@ -74,6 +79,41 @@ type PeerInfo struct {
 	Probe               string  `json:"probe,omitempty"` // the last probe through the tunnel: "ok", "miss: timeout", ...
 }
 
+// PathMTUInfo is what a path-mtu check shows: the largest packet that
+// crosses each way of the tunnel's path, and what edgeheal changed on the
+// node to fit traffic to it.
+type PathMTUInfo struct {
+	Tunnel *PathInfo `json:"tunnel,omitempty"` // through the tunnel
+	Uplink *PathInfo `json:"uplink,omitempty"` // over the uplink, outside the tunnel
+	// Table is the nftables table (family inet) that clamps the TCP MSS;
+	// empty: none.
+	Table string `json:"table,omitempty"`
+	// LinkMTUSet is the MTU edgeheal set on the tunnel to match its path,
+	// LinkMTUBefore what the tunnel had before; zero: it set none.
+	LinkMTUSet    int `json:"link_mtu_set,omitempty"`
+	LinkMTUBefore int `json:"link_mtu_before,omitempty"`
+	// Fighting: something else (Flannel) keeps setting the tunnel's MTU
+	// back; edgeheal leaves it there and keeps the clamp.
+	Fighting  bool      `json:"fighting,omitempty"`
+	CheckedAt time.Time `json:"checked_at,omitzero"`
+}
+
+// PathInfo is one way of a path: the link it leaves by, the largest packet
+// that link sends and the largest that crossed.
+type PathInfo struct {
+	Link   string `json:"link,omitempty"`
+	Target string `json:"target,omitempty"` // the address the sized echoes go to
+	// LinkMTU is the largest packet the link sends: what has to cross (a
+	// tunnel's own MTU before edgeheal lowered it).
+	LinkMTU int `json:"link_mtu,omitempty"`
+	// PathMTU is the largest packet that crossed; zero: not measured.
+	PathMTU int `json:"path_mtu,omitempty"`
+	// ClampMTU is the path MTU the TCP MSS of the link is clamped to;
+	// zero: no clamp.
+	ClampMTU int    `json:"clamp_mtu,omitempty"`
+	Detail   string `json:"detail,omitempty"` // why it is not measured, or what was seen
+}
+
 // WorkloadInfo is what a workload check shows: where its network namespace
 // is, the probes from the pod and from the host, and the diagnosis.
 type WorkloadInfo struct {
@@ -98,6 +138,10 @@ const (
 	DiagOverlay = "overlay" // the pod fails, the host reaches the broker: the overlay or tunnel is dark
 	DiagBroker  = "broker"  // both fail and the broker answered the host with a failure
 	DiagUplink  = "uplink"  // both fail and the host got no answer
+	// DiagPathMTU: the pod's TCP connects, its TLS handshake stalls without
+	// an alert: full-size packets are lost on the path (a path-MTU
+	// blackhole); the tunnel's path-mtu check says more.
+	DiagPathMTU = "path-mtu"
 )
 
 // Netns is where a workload's network namespace was found.

@@ -103,11 +103,11 @@ func TestDecodeHistoryRefusesWhatItCannotRead(t *testing.T) {
 
 func TestNodeStateAndSummary(t *testing.T) {
 	sum, state := wire.Summarize(wiretest.Checks())
-	if state != wire.StateDegraded || sum.Total != 5 || sum.Healthy != 3 {
-		t.Errorf("Summarize = %s, %d of %d healthy; want degraded, 3 of 5", state, sum.Healthy, sum.Total)
+	if state != wire.StateDegraded || sum.Total != 6 || sum.Healthy != 4 {
+		t.Errorf("Summarize = %s, %d of %d healthy; want degraded, 4 of 6", state, sum.Healthy, sum.Total)
 	}
 	for _, c := range sum.Items {
-		if c.Uplink != nil || c.Peer != nil || c.Workload != nil {
+		if c.Uplink != nil || c.Peer != nil || c.Workload != nil || c.PathMTU != nil {
 			t.Errorf("summary of %s/%s keeps its typed part", c.Kind, c.Target)
 		}
 	}

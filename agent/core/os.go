@@ -28,8 +28,29 @@ type OS struct {
 	Net       Prober           // active probes
 	Pods      PodLocator       // pods' network namespaces (CRI)
 	Clock     Clock            // the time, and the kernel's clock status
+	PathMTU   PathMTU          // sized DF probes and the MTUs they are judged against
+	Nftables  Nftables         // the path-MTU repair's TCP MSS clamp table
+	MTU       netfix.LinkMTU   // link MTUs set (rtnetlink)
 	// SNMPPath is the namespace's /proc/net/snmp, read for evidence.
 	SNMPPath string
+}
+
+// PathMTU measures how large a packet crosses a path (probes.ProbeSizes:
+// ICMP echoes of given sizes with DF set, from the namespace), and reads
+// the MTUs the answer is judged against.
+type PathMTU interface {
+	Sizes(ctx context.Context, target netip.Addr, p probes.SizeProbe) probes.SizesResult
+	// RouteTo is the link that carries packets to ip, and its MTU.
+	RouteTo(ip netip.Addr) (probes.RouteLink, error)
+	// LinkMTU reads a link's MTU; a missing link matches os.ErrNotExist.
+	LinkMTU(name string) (int, error)
+}
+
+// Nftables opens connections to nftables in the namespace. A connection
+// buffers its commands until Flush, so each is used by one caller at a
+// time: Conn returns a new one for every use (netfix.EnsureMSSClamp).
+type Nftables interface {
+	Conn() (netfix.NFT, error)
 }
 
 // Links lists the links and default routes of the namespace and subscribes

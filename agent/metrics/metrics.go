@@ -47,7 +47,10 @@ type Metrics struct {
 	reloadOK      *vec
 	reloadTime    *vec
 	incidentDur   *vec
-	checks        map[[2]string]string // (kind, target) → state, to delete stale series
+	pathMTU       *vec
+	clampMTU      *vec
+	checks        map[[2]string]string   // (kind, target) → state, to delete stale series
+	paths         map[string][][3]string // a path-mtu check's target → its path series' labels
 	history       func() []TargetTotal
 }
 
@@ -102,7 +105,12 @@ func New(opts Options) *Metrics {
 			"Unix time of the last successful configuration load or reload."),
 		incidentDur: newHistogramVec("edgeheal_incident_duration_seconds",
 			"How long closed incidents lasted, from the last good observation to the first good one again.", incidentBuckets, "kind"),
+		pathMTU: newVec(typeGauge, "edgeheal_path_mtu_bytes",
+			"The largest IP packet that crossed a tunnel's path (path tunnel: through it; uplink: over the uplink, outside it), measured with DF echoes.", "interface", "link", "path"),
+		clampMTU: newVec(typeGauge, "edgeheal_path_mtu_clamp_bytes",
+			"The path MTU edgeheal clamps a link's TCP MSS to, while the path carries less than the link sends.", "interface", "link", "path"),
 		checks:  map[[2]string]string{},
+		paths:   map[string][][3]string{},
 		history: opts.History,
 	}
 	m.buildInfo.with(runtime.Version(), opts.Version).v = 1
@@ -174,7 +182,7 @@ func (m *Metrics) WriteText(b *bytes.Buffer) {
 	}
 	m.mu.Lock()
 	for _, v := range []*vec{m.buildInfo, m.checkState, m.checkHealthy, m.handshakeAge, m.probeDuration,
-		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime, m.incidentDur} {
+		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime, m.incidentDur, m.pathMTU, m.clampMTU} {
 		es = append(es, entry{v.name, func() { v.write(b) }})
 	}
 	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.name, b.name) })
@@ -206,6 +214,9 @@ func (m *Metrics) SetChecks(checks []wire.Check) {
 			h = 1
 		}
 		m.checkHealthy.with(c.Kind, c.Target).v = h
+		if c.Kind == wire.KindPathMTU {
+			m.setPaths(c.Target, c.PathMTU)
+		}
 		if c.Peer != nil {
 			iface, peer := splitTarget(c.Target)
 			if c.Peer.LastHandshake.IsZero() {
@@ -221,7 +232,38 @@ func (m *Metrics) SetChecks(checks []wire.Check) {
 			m.checkHealthy.delete(k[0], k[1])
 			iface, peer := splitTarget(k[1])
 			m.handshakeAge.delete(iface, peer)
+			if k[0] == wire.KindPathMTU {
+				m.setPaths(k[1], nil)
+			}
 			delete(m.checks, k)
+		}
+	}
+}
+
+// setPaths sets a tunnel's path MTU series from its path-mtu check, and
+// deletes those it no longer has (a path not measured, a clamp removed, an
+// uplink that changed). Called with m.mu held.
+func (m *Metrics) setPaths(tunnel string, info *wire.PathMTUInfo) {
+	for _, l := range m.paths[tunnel] {
+		m.pathMTU.delete(l[:]...)
+		m.clampMTU.delete(l[:]...)
+	}
+	delete(m.paths, tunnel)
+	if info == nil {
+		return
+	}
+	for _, p := range []struct {
+		name string
+		info *wire.PathInfo
+	}{{"tunnel", info.Tunnel}, {"uplink", info.Uplink}} {
+		if p.info == nil || p.info.PathMTU == 0 {
+			continue
+		}
+		l := [3]string{tunnel, p.info.Link, p.name}
+		m.paths[tunnel] = append(m.paths[tunnel], l)
+		m.pathMTU.with(l[:]...).v = float64(p.info.PathMTU)
+		if p.info.ClampMTU > 0 {
+			m.clampMTU.with(l[:]...).v = float64(p.info.ClampMTU)
 		}
 	}
 }

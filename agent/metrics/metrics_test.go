@@ -44,6 +44,9 @@ func filledMetrics() *Metrics {
 		}})
 	m.SetChecks([]wire.Check{
 		{Kind: "peer", Target: "wg0/AbCd", State: "ok", Healthy: true, Peer: &wire.PeerInfo{LastHandshake: time.Unix(1_700_000_000, 0), HandshakeAgeSeconds: 42}},
+		{Kind: wire.KindPathMTU, Target: "wg0", State: wire.CheckPathClamped, Healthy: true, PathMTU: &wire.PathMTUInfo{
+			Tunnel: &wire.PathInfo{Link: "wg0", LinkMTU: 1420, PathMTU: 1328, ClampMTU: 1328},
+			Uplink: &wire.PathInfo{Link: "wwan0", LinkMTU: 1500, PathMTU: 1400, ClampMTU: 1400}}},
 	})
 	m.ObserveProbe(core.ProbeSample{Kind: "tunnel", Target: "wg0", Result: "ok", Duration: 3 * time.Millisecond})
 	m.ObserveEvent(core.Event{Kind: "action", Action: "handshake", Result: "ok"})
@@ -159,6 +162,42 @@ func TestMetricsPassPromlint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestPathMTUSeriesFollowTheCheck(t *testing.T) {
+	m := New(Options{Version: "x"})
+	clamped := wire.Check{Kind: wire.KindPathMTU, Target: "wg0", State: wire.CheckPathClamped, Healthy: true, PathMTU: &wire.PathMTUInfo{
+		Tunnel: &wire.PathInfo{Link: "wg0", LinkMTU: 1420, PathMTU: 1328, ClampMTU: 1328},
+		Uplink: &wire.PathInfo{Link: "wwan0", LinkMTU: 1500, PathMTU: 1400, ClampMTU: 1400}}}
+	m.SetChecks([]wire.Check{clamped})
+	mfs := gather(t, m)
+	for _, tc := range []struct {
+		name, path, link string
+		want             float64
+	}{
+		{"edgeheal_path_mtu_bytes", "tunnel", "wg0", 1328}, {"edgeheal_path_mtu_bytes", "uplink", "wwan0", 1400},
+		{"edgeheal_path_mtu_clamp_bytes", "tunnel", "wg0", 1328}, {"edgeheal_path_mtu_clamp_bytes", "uplink", "wwan0", 1400},
+	} {
+		if v, ok := value(mfs, tc.name, "interface=wg0", "link="+tc.link, "path="+tc.path); !ok || v != tc.want {
+			t.Errorf("%s{%s} = %v, %v; want %v", tc.name, tc.path, v, ok, tc.want)
+		}
+	}
+	ok := wire.Check{Kind: wire.KindPathMTU, Target: "wg0", State: "ok", Healthy: true, PathMTU: &wire.PathMTUInfo{
+		Tunnel: &wire.PathInfo{Link: "wg0", LinkMTU: 1420, PathMTU: 1420}}}
+	m.SetChecks([]wire.Check{ok})
+	mfs = gather(t, m)
+	if v, ok := value(mfs, "edgeheal_path_mtu_bytes", "interface=wg0", "link=wg0", "path=tunnel"); !ok || v != 1420 {
+		t.Errorf("tunnel path MTU after it grew = %v, %v", v, ok)
+	}
+	for _, l := range [][]string{{"edgeheal_path_mtu_bytes", "wwan0", "uplink"}, {"edgeheal_path_mtu_clamp_bytes", "wg0", "tunnel"}} {
+		if _, ok := value(mfs, l[0], "interface=wg0", "link="+l[1], "path="+l[2]); ok {
+			t.Errorf("%s{%s} is still there", l[0], l[2])
+		}
+	}
+	m.SetChecks(nil)
+	if _, ok := value(gather(t, m), "edgeheal_path_mtu_bytes", "interface=wg0", "link=wg0", "path=tunnel"); ok {
+		t.Error("the series outlives its check")
 	}
 }
 

@@ -246,6 +246,8 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 		case lerr := <-l.lost:
 			l.c.Disconnect(0)
 			return fmt.Errorf("%w: %w", errLost, l.broke(lerr))
+		case why := <-p.refresh:
+			err = fmt.Errorf("%w: %s", errRefresh, why)
 		case <-p.changed:
 			err = st.publish(ctx, false)
 		case <-heartbeat.C:
@@ -442,6 +444,8 @@ func (p *Publisher) wait(ctx context.Context, tok paho.Token, lost chan error) e
 		default:
 		}
 		return fmt.Errorf("%w: %w", errLost, err)
+	case why := <-p.refresh:
+		return fmt.Errorf("%w: %s", errRefresh, why)
 	case <-t.C:
 		return fmt.Errorf("no acknowledgement within %s", p.opts.AckTimeout)
 	}

@@ -126,6 +126,7 @@ type Publisher struct {
 
 	changed   chan struct{}
 	tryNow    chan struct{}
+	refresh   chan string // Refresh's reason, taken by the connection it ends
 	connected atomic.Bool
 	session   atomic.Uint64
 }
@@ -185,6 +186,7 @@ func NewPublisher(opts Options) (*Publisher, error) {
 		clientID:  opts.Config.ClientID,
 		changed:   make(chan struct{}, 1),
 		tryNow:    make(chan struct{}, 1),
+		refresh:   make(chan string, 1),
 	}
 	p.retry = newRetry(p.reconnect)
 	if p.prefix == "" {
@@ -240,6 +242,25 @@ func (p *Publisher) TryNow() {
 		poke(p.tryNow)
 	}
 }
+
+// Refresh ends the broker connection, if there is one, and connects again
+// at once: the path under it changed in a way an open connection cannot
+// follow. A path-MTU repair that clamps the TCP MSS (OutgrowsTheConnection)
+// helps new connections only; one opened before it keeps sending segments
+// sized for the larger path, which it silently loses, until its PUBACK
+// wait runs out. It never blocks; disconnected, it does nothing.
+func (p *Publisher) Refresh(reason string) {
+	if !p.connected.Load() {
+		return
+	}
+	select {
+	case p.refresh <- reason:
+	default:
+	}
+}
+
+// errRefresh marks a connection the publisher ended for Refresh.
+var errRefresh = errors.New("reconnecting")
 
 func poke(c chan struct{}) {
 	select {

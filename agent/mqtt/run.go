@@ -46,12 +46,22 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.brokerBroke(err)
 		} else {
 			p.setErr(nil)
+			select {
+			case <-p.refresh: // asked of a connection that is gone
+			default:
+			}
 			p.log.Info("mqtt connected", "session", session)
 			p.connected.Store(true)
 			start := time.Now()
 			err = p.serve(ctx, l)
 			p.connected.Store(false)
 			up := time.Since(start)
+			if errors.Is(err, errRefresh) {
+				// Ended by the publisher itself, for a path its segments no
+				// longer fit (Refresh): not a failure, no backoff.
+				p.log.Info("mqtt connecting again", "session", session, "up_seconds", up.Seconds(), "why", err)
+				continue
+			}
 			if err != nil {
 				p.setErr(err)
 				p.log.Warn("mqtt connection lost", "session", session, "up_seconds", up.Seconds(), "err", err)
@@ -229,6 +239,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// OutgrowsTheConnection reports whether an event of the agent makes the
+// open broker connection one to Refresh: a path-MTU repair lowered a TCP
+// MSS clamp (the action's evidence says "lowered"), which a connection
+// opened before it does not follow.
+func OutgrowsTheConnection(e core.Event) bool {
+	lowered, _ := e.Evidence["lowered"].(bool)
+	return e.Kind == wire.EventAction && e.Action == "mss-clamp" && e.Result == "changed" && lowered
 }
 
 // SuggestsThePathIsBack reports whether an event of the agent is a reason

@@ -106,6 +106,9 @@ func (s *System) OS() core.OS {
 		Net:       prober{s},
 		Pods:      s.pods,
 		Clock:     clock{s.clock},
+		PathMTU:   pathMTU{s},
+		Nftables:  nftablesConns{s},
+		MTU:       linkMTU{s},
 		SNMPPath:  "/proc/net/snmp", // the namespace's own, read by the agent's process in it
 	}
 }

@@ -34,6 +34,11 @@ type tunnelWorld struct {
 	links *coretest.Links
 	clock *coretest.Clock
 	net   *coretest.Net
+	// The path MTU's side of the world: link MTUs (wg0 1420 and the
+	// uplink wwan0 1500), the paths sized echoes take, nftables.
+	mtus *netfixtest.MTUs
+	pmtu *coretest.PathMTU
+	nft  *netfixtest.NFT
 
 	mu         sync.Mutex
 	changes    []string
@@ -68,7 +73,9 @@ func tunnelFakeID(iface string, k wgtypes.Key) string { return iface + "/" + k.S
 // ka, peer i carrying 10.100.<i>.0/24 (i < 256) behind 203.0.113.<i+1>.
 func newTunnelWorld(n int, ka time.Duration) *tunnelWorld {
 	w := &tunnelWorld{wg: netfixtest.NewWireGuard(), sd: netfixtest.NewSystemd(), links: coretest.NewLinks(),
-		clock: coretest.NewClock(), net: &coretest.Net{}}
+		clock: coretest.NewClock(), net: &coretest.Net{},
+		mtus: netfixtest.NewMTUs(map[string]int{"wg0": 1420, "wwan0": 1500}), nft: netfixtest.NewNFT()}
+	w.pmtu = coretest.NewPathMTU(w.mtus)
 	now := time.Now()
 	var peers []wgtypes.Peer
 	for i := range n {
@@ -312,6 +319,7 @@ func (u uplinkLinks) LinkStats() ([]probes.LinkStat, error) { return u.w.links.L
 func (w *tunnelWorld) os() core.OS {
 	o := coretest.OS()
 	o.WireGuard, o.Bounce, o.Systemd, o.Links, o.Net, o.Clock = w, w, w, uplinkLinks{w}, w.net, w.clock
+	o.PathMTU, o.MTU, o.Nftables = w.pmtu, w.mtus, &coretest.Nftables{NFT: w.nft}
 	return o
 }
 

@@ -96,6 +96,7 @@ type Monitor struct {
 	pathBack   chan struct{}               // a watched host path answered again (watchPathBack)
 	guardsOf   map[*peerTrack]ladderGuards // this round's observed guards of the peers the ladder may act on
 	pending    []core.Event                // this round's events, reported at its end
+	mtu        mtuRun                      // the path-MTU check (pathmtu_run.go)
 
 	mu        sync.Mutex
 	suspicion string // a workload's confirmed report, drained by the loop
@@ -108,6 +109,8 @@ type Monitor struct {
 	paths     []pathTarget    // the host paths to learn, from the last round
 	watching  map[string]bool // host paths watched for their return (watchPathBack)
 	probeOK   time.Time       // the last round whose probe through the tunnel answered
+	mtuHint   string          // a workload's hint that the path MTU is small, drained by the loop
+	mtuView   mtuView         // the path-mtu check as of the last round
 }
 
 // peerTrack is the monitor's state for one peer.

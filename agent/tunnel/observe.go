@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ type tunnelSpec struct {
 	timeout  time.Duration // one probe's bound, not above the interval
 	probeIP  net.IP        // the probe target's address, to find the peer that carries it
 	keys     map[wgtypes.Key]bool
+	mtu      mtuSpec // the path-MTU check (pathmtu_run.go)
 }
 
 func newTunnelSpec(t configs.Tunnel, policy configs.Policy) tunnelSpec {
@@ -58,6 +60,8 @@ func newTunnelSpec(t configs.Tunnel, policy configs.Policy) tunnelSpec {
 	if s.pol.VerifyTimeout <= 0 {
 		s.pol.VerifyTimeout = tunnelDefaultVerify
 	}
+	probeAddr, _ := netip.AddrFromSlice(s.probeIP)
+	s.mtu = newMTUSpec(t, probeAddr.Unmap(), s.timeout)
 	if !t.Peers.All {
 		s.keys = map[wgtypes.Key]bool{}
 		for _, k := range t.Peers.Keys {

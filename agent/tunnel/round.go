@@ -77,6 +77,8 @@ func (m *Monitor) update(ctx context.Context, r *tunnelReading, suspicion, nudge
 		m.runLadder(ctx, down)
 	}
 	m.alertDegraded(degraded, now)
+	// Not a rung: the path MTU is checked while the tunnel carries traffic.
+	m.checkPathMTU(ctx, r, now)
 }
 
 // readPeers turns the reading into each selected peer's observation (in

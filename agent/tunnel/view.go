@@ -51,6 +51,7 @@ func (m *Monitor) publish(now time.Time) {
 	}
 	m.views, m.viewErr, m.progress = v, m.readErr, now
 	m.blind = m.readMisses >= m.spec.pol.Misses
+	m.publishMTU()
 }
 
 // Checks returns one check (kind "peer") per selected peer as of the last
@@ -62,7 +63,7 @@ func (m *Monitor) Checks() []wire.Check {
 	if len(m.views) == 0 && m.viewErr != nil {
 		return []wire.Check{m.unreadable(m.viewErr)}
 	}
-	out := make([]wire.Check, 0, len(m.views))
+	out := make([]wire.Check, 0, len(m.views)+1)
 	for i := range m.views {
 		v := &m.views[i]
 		phase := v.phase
@@ -99,6 +100,9 @@ func (m *Monitor) Checks() []wire.Check {
 		}
 		out = append(out, c)
 	}
+	if c, ok := m.mtuView.check(m.spec.cfg.Interface); ok {
+		out = append(out, c)
+	}
 	return out
 }
 
@@ -122,6 +126,7 @@ func (m *Monitor) Check(ctx context.Context) []wire.Check {
 	now := m.os.Clock.Now()
 	probeKey, haveProbeKey := m.spec.probePeer(r.peers)
 	var out []wire.Check
+	var phases []peerPhase
 	for i := range r.peers {
 		ps := &r.peers[i]
 		if !m.spec.selected(ps.PublicKey) {
@@ -130,7 +135,12 @@ func (m *Monitor) Check(ctx context.Context) []wire.Check {
 		var sig peerSignals
 		in := m.spec.inputFor(&r, ps, probeKey, haveProbeKey, "", "")
 		obs, _ := m.spec.observePeer(peerState{}, &sig, ps, in, now)
-		out = append(out, m.spec.oneShotCheck(ps, &sig, in.probe, obs, now))
+		c := m.spec.oneShotCheck(ps, &sig, in.probe, obs, now)
+		phases = append(phases, peerPhase(c.State))
+		out = append(out, c)
+	}
+	if c, ok := m.checkMTUOnce(ctx, &r, mtuDark(phases, probeText(r.probe), true), now); ok {
+		out = append(out, c)
 	}
 	return out
 }

@@ -21,6 +21,7 @@ const (
 	diagUplink  diagnosis = "uplink"   // both fail and the host got no answer (timeout, no-route, dns)
 	diagAuth    diagnosis = "auth"     // the broker refused the credentials: configuration, not network
 	diagPodOnly diagnosis = "pod-failed"
+	diagPathMTU diagnosis = "path-mtu" // TCP connects, the TLS handshake stalls without an alert: full-size packets are lost
 	diagNoPod   diagnosis = "no-pod"
 	// diagUnknown: a probe could not be made. Never acted on; the
 	// workload's state is left as it was.
@@ -54,6 +55,8 @@ func diagnose(o observation) (diagnosis, string) {
 	case o.Pod.Class == probes.ClassProtocol:
 		// Something answered, and broke MQTT: never a dark overlay.
 		return diagBroker, "what answered the pod is at fault, not the path: " + o.Pod.Detail
+	case o.Pod.HandshakeStalled:
+		return diagPathMTU, pathMTUText(o)
 	case o.Host == nil && o.HostErr == nil:
 		return diagPodOnly, fmt.Sprintf("pod probe %s; no mqtt.host_broker configured, so overlay cannot be told from broker", o.Pod.Class)
 	case o.HostErr != nil:
@@ -69,6 +72,24 @@ func diagnose(o observation) (diagnosis, string) {
 }
 
 const overlayOrTunnel = "overlay or tunnel"
+
+// pathMTUText says why a stalled handshake points at the path MTU: every
+// small packet passed (TCP connected), the first full-size one (the
+// ClientHello) got nothing back, not even an alert.
+func pathMTUText(o observation) string {
+	s := "the pod's TCP connection to the broker opened, then its TLS handshake got no answer and no alert: " +
+		"its first full-size packet (the ClientHello) is lost, the mark of a path that drops what is larger than its MTU without ICMP (a path-MTU blackhole)"
+	switch {
+	case o.HostErr != nil || o.Host == nil:
+	case o.Host.OK():
+		s += fmt.Sprintf("; the host reaches the broker in %s", round(o.Host.Latency))
+	case o.Host.HandshakeStalled:
+		s += "; the host's handshake stalls the same way (the uplink's path)"
+	default:
+		s += "; host probe " + string(o.Host.Class)
+	}
+	return s
+}
 
 // podPathOrOverlay refines an overlay diagnosis with the tunnel's own
 // probe: a tunnel that answers carries traffic, so what fails is the pod's

@@ -18,6 +18,12 @@ func res(c probes.Class) probes.Result {
 
 func resp(c probes.Class) *probes.Result { r := res(c); return &r }
 
+func stalled() probes.Result {
+	r := res(probes.ClassTimeout)
+	r.HandshakeStalled = true
+	return r
+}
+
 func TestDiagnoseWorkload(t *testing.T) {
 	tests := []struct {
 		name string
@@ -35,6 +41,11 @@ func TestDiagnoseWorkload(t *testing.T) {
 		{"host has no route is uplink", observation{Pod: res(probes.ClassTimeout), Host: resp(probes.ClassNoRoute)}, diagUplink},
 		{"auth from the pod is auth, not network", observation{Pod: res(probes.ClassAuth), Host: resp(probes.ClassOK)}, diagAuth},
 		{"a broker that broke MQTT answering the pod is the broker, never the overlay", observation{Pod: res(probes.ClassProtocol), Host: resp(probes.ClassOK)}, diagBroker},
+		{"a TLS handshake that stalled after TCP connected is the path MTU, whatever the host",
+			observation{Pod: stalled(), Host: resp(probes.ClassOK)}, diagPathMTU},
+		{"stalled from the pod and from the host is the path MTU too, not the uplink",
+			observation{Pod: stalled(), Host: func() *probes.Result { r := stalled(); return &r }()}, diagPathMTU},
+		{"a stalled handshake without a host probe is the path MTU", observation{Pod: stalled()}, diagPathMTU},
 		{"a failure without a host probe says it cannot tell", observation{Pod: res(probes.ClassTimeout)}, diagPodOnly},
 		{"no matching pod is no-pod", observation{ResolveErr: fmt.Errorf("pod x: %w", probes.ErrNoPod)}, diagNoPod},
 		{"an unreachable cri is unknown", observation{ResolveErr: errors.New("cri: connection refused")}, diagUnknown},

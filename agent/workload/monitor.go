@@ -27,10 +27,14 @@ import (
 // tunnel that a workload's path through it is dark while the host's path
 // is fine; it must not block. TunnelHealthy says whether the tunnel's own
 // probe answers (and what it saw): then a workload's failure is its own
-// path's, and never a reason to touch the tunnel.
+// path's, and never a reason to touch the tunnel. HintPathMTU tells a
+// tunnel that a workload's TLS handshake stalled after TCP connected: its
+// path MTU is checked at once (never a repair by itself); it must not
+// block.
 type Tunnels interface {
 	Suspect(tunnel, reason string)
 	TunnelHealthy(tunnel string) (bool, string)
+	HintPathMTU(tunnel, reason string)
 }
 
 var (
@@ -350,6 +354,10 @@ func (m *Monitor) round(ctx context.Context, r *run) {
 	}
 	if next.State != prev.State {
 		m.stateEvent(r, prev, next, rr, now)
+	}
+	if d == diagPathMTU && prev.Diagnosis != diagPathMTU && m.suspect != nil && r.cfg.Tunnel != "" {
+		log.Info("path MTU suspected from workload probes", "tunnel", r.cfg.Tunnel, "detail", detail)
+		m.suspect.HintPathMTU(r.cfg.Tunnel, fmt.Sprintf("workload %s: %s", r.cfg.Name, detail))
 	}
 	if sendSuspect {
 		reason := fmt.Sprintf("workload %s: %s", r.cfg.Name, detail)

@@ -30,7 +30,8 @@ type fakeWorkloadProber struct {
 	locateErr error
 	pod, host probes.Class
 	calls     []string
-	panics    int // the next this many pod probes panic (a bug in a round)
+	panics    int  // the next this many pod probes panic (a bug in a round)
+	stalled   bool // the pod's TLS handshake stalls after TCP connected
 }
 
 func (f *fakeWorkloadProber) set(fn func(f *fakeWorkloadProber)) {
@@ -59,7 +60,8 @@ func (f *fakeWorkloadProber) MQTT(_ context.Context, ns probes.Netns, cfg probes
 	if ns.Path == "" {
 		c = f.host
 	}
-	return probes.Result{Probe: "mqtt", Target: cfg.Broker, Class: c, Latency: time.Millisecond}, nil
+	return probes.Result{Probe: "mqtt", Target: cfg.Broker, Class: c, Latency: time.Millisecond,
+		HandshakeStalled: f.stalled && ns.Path != ""}, nil
 }
 
 func (f *fakeWorkloadProber) Tunnel(context.Context, string, time.Duration) probes.ProbeResult {
@@ -96,6 +98,12 @@ func (f *fakeSuspector) Suspect(tunnel, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, tunnel)
+}
+
+func (f *fakeSuspector) HintPathMTU(tunnel, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "hint-path-mtu "+tunnel)
 }
 
 func (f *fakeSuspector) TunnelHealthy(string) (bool, string) {
@@ -265,6 +273,31 @@ func TestWorkloadMonitorBlamesThePodsPathWhileTheTunnelAnswers(t *testing.T) {
 		}
 		if c := m.Checks()[0]; c.Workload.Diagnosis != string(diagPodPath) || c.State != stateDown {
 			t.Errorf("check %+v, want down with diagnosis pod-path", c)
+		}
+	})
+}
+
+// A pod whose TLS handshake stalls after TCP connected: the diagnosis
+// names the path MTU, the tunnel is asked once to check its path MTU at
+// once, and never suspected (no rung helps with a path MTU).
+func TestWorkloadMonitorHintsThePathMTUAndSuspectsNoTunnel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := probes.Target{Netns: probes.Netns{Path: "/var/run/netns/cni-1"}, Path: "/var/run/netns/cni-1", Source: probes.SourceCRI, Pod: "factory/telemetry-a", ID: "4:1"}
+		p := &fakeWorkloadProber{target: ns, pod: probes.ClassTimeout, host: probes.ClassOK, stalled: true}
+		sus := &fakeSuspector{}
+		m := New(Config{Workloads: []configs.Workload{testWorkload()}, OS: p.os(), Tunnels: sus, Emit: func(core.Event) {}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- m.Run(ctx) }()
+		time.Sleep(60 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		if diff := cmp.Diff([]string{"hint-path-mtu wg0"}, sus.take()); diff != "" {
+			t.Errorf("calls to the tunnel (-want +got):\n%s", diff)
+		}
+		if c := m.Checks()[0]; c.Workload.Diagnosis != wire.DiagPathMTU || c.State != stateDown || !strings.Contains(c.Detail, "path-MTU blackhole") {
+			t.Errorf("check %+v, want down with diagnosis path-mtu", c)
 		}
 	})
 }

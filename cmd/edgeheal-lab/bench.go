@@ -21,7 +21,10 @@ Plays the scenarios against every contender, each on a fresh lab, and
 writes results.md, results.json and chart.svg (and timestamped copies) to
 --out. Scenarios: S1 offload on at start, S2 modem re-plug every 60 s (10
 times), S3a/S3b blackhole 20 s / 190 s, S4 cloud endpoint moves, S5 broker
-outage 60 s, S6 carrier NAT mapping stuck (60 s), S7 carrier NAT remaps. Contenders: none, keepalive-25s, reresolve-dns, edgeheal.
+outage 60 s, S6 carrier NAT mapping stuck (60 s), S7 carrier NAT remaps, S8 path
+MTU 1,400 without ICMP (new 256 KiB transfers through the tunnel and over the
+uplink). Contenders: none, keepalive-25s, reresolve-dns, mtu-probing (the
+kernel's tcp_mtu_probing at both ends; S8 only), edgeheal.
 The full run takes about 22 minutes per contender; --parallel runs the
 contenders side by side; --short cuts S2 to 3 re-plugs 20 s apart.
 
@@ -37,8 +40,8 @@ func benchCmd(args []string, stdout io.Writer) error {
 	work := fs.String("work-dir", "", "per-lab configs, logs and agent state (default /run/edgeheal-lab/bench-<time>)")
 	short := fs.Bool("short", false, "a quick run: S2 with 3 re-plugs 20 s apart, S4 60 s, footprint 30 s")
 	parallel := fs.Bool("parallel", false, "run the contenders at the same time, each on its own labs")
-	scen := fs.String("scenarios", "", "comma-separated subset of S1,S2,S3a,S3b,S4,S5,S6,S7 (default all)")
-	cont := fs.String("contenders", "", "comma-separated subset of none,keepalive-25s,reresolve-dns,edgeheal (default all; none is always run)")
+	scen := fs.String("scenarios", "", "comma-separated subset of S1,S2,S3a,S3b,S4,S5,S6,S7,S8 (default all)")
+	cont := fs.String("contenders", "", "comma-separated subset of none,keepalive-25s,reresolve-dns,mtu-probing,edgeheal (default all; none is always run; mtu-probing plays S8 only)")
 	replugs := fs.Int("replugs", 0, "S2 re-plugs (default 10, --short 3)")
 	replugEvery := fs.Duration("replug-every", 0, "S2 interval (default 60s, --short 20s)")
 	longBH := fs.Duration("long-blackhole", 0, "S3b block (default 190s)")

@@ -30,7 +30,7 @@ commands:
   status [--json]        offload, WireGuard peers, UdpInCsumErrors, telemetry
   fault KIND [ARGS] [--for DUR]
                          pass | blackhole | loss PCT | delay DUR [JITTER] |
-                         replug | offload on|off | broker-stop | broker-start |
+                         mtu N | replug | offload on|off | broker-stop | broker-start |
                          restart-cloud-wg | move-endpoint |
                          nat-stuck | nat-clear | nat-remap (with --nat)
   exec NODE -- CMD...    run CMD in pod, edge, modem, carrier (--nat) or cloud

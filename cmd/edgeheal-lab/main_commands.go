@@ -156,7 +156,7 @@ func fault(d dirs, args []string, stdout io.Writer) error {
 		}
 	}
 	if len(rest) == 0 {
-		return errors.New("fault needs a kind: pass, blackhole, loss PCT, delay DUR [JITTER], replug, offload on|off, broker-stop, broker-start, restart-cloud-wg, move-endpoint, nat-stuck, nat-clear, nat-remap")
+		return errors.New("fault needs a kind: pass, blackhole, loss PCT, delay DUR [JITTER], mtu N, replug, offload on|off, broker-stop, broker-start, restart-cloud-wg, move-endpoint, nat-stuck, nat-clear, nat-remap")
 	}
 	req := request{Op: "fault", Kind: rest[0], Args: rest[1:], For: dur}
 	if _, err := parseFault(req); err != nil { // fail before touching the lab

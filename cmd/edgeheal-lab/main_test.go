@@ -130,6 +130,13 @@ func TestLabCLIUpStatusFaultExecDown(t *testing.T) {
 	if out, err := c.run("fault", "loss", "200"); err == nil {
 		t.Errorf("fault loss 200 = %q, nil; want an error", out)
 	}
+	if out := c.must("fault", "mtu", "1400"); !strings.Contains(out, "mtu 1400") {
+		t.Errorf("fault mtu 1400 = %q", out)
+	}
+	if out, err := c.run("fault", "mtu", "20"); err == nil {
+		t.Errorf("fault mtu 20 = %q, nil; want an error", out)
+	}
+	c.must("fault", "pass")
 	c.must("fault", "replug")
 	if txt := c.must("status"); !strings.Contains(txt, "tx-checksum-ip-generic: on") {
 		t.Errorf("after replug the status does not show offload on:\n%s", txt)

@@ -275,6 +275,16 @@ func parseFault(req request) (lab.Fault, error) {
 			}
 		}
 		return f, f.Validate()
+	case "mtu":
+		if err := want(1, 1); err != nil {
+			return lab.Fault{}, err
+		}
+		n, err := strconv.Atoi(req.Args[0])
+		if err != nil {
+			return lab.Fault{}, fmt.Errorf("fault mtu: %q is not a number of bytes", req.Args[0])
+		}
+		f := lab.Fault{Kind: lab.FaultMTU, MTU: n}
+		return f, f.Validate()
 	case "replug", "broker-stop", "broker-start", "restart-cloud-wg", "move-endpoint", "nat-stuck", "nat-clear", "nat-remap":
 		return lab.Fault{}, want(0, 0)
 	case "offload":

@@ -53,6 +53,7 @@ func commands() []command {
 		{"check", "one-shot diagnosis of this node; exit 1 if anything is unhealthy", cmdCheck},
 		{"status", "ask the running agent for its checks, states and last actions", cmdStatus},
 		{"history", "the node's availability, incidents and repairs per day, as the node kept them", cmdHistory},
+		{"cleanup", "undo what edgeheal changed that outlives it (path-MTU clamp tables, a lowered tunnel MTU)", cmdCleanup},
 		{"version", "print the version", cmdVersion},
 	}
 }

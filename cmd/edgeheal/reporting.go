@@ -123,14 +123,18 @@ func (r *reporting) historyTotals() []metrics.TargetTotal {
 	return out
 }
 
-// onEvent is every event's first stop: the metrics count it, and an event
-// that says the path may be back makes a disconnected publisher check the
-// broker at once.
+// onEvent is every event's first stop: the metrics and the history count
+// it, an event that says the path may be back makes a disconnected
+// publisher check the broker at once, and one that says the path became
+// smaller than its open connection was made for makes it connect again.
 func (r *reporting) onEvent(e core.Event) {
 	r.metrics.ObserveEvent(e)
 	r.history.Event(e)
 	if r.publisher != nil && mqtt.SuggestsThePathIsBack(e) {
 		r.publisher.TryNow()
+	}
+	if r.publisher != nil && mqtt.OutgrowsTheConnection(e) {
+		r.publisher.Refresh(e.Summary)
 	}
 }
 

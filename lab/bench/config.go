@@ -33,6 +33,7 @@ type ConfigParams struct {
 	Socket     string        // report.http.socket; default edgeheal.sock in StateDir
 	Cooldown   time.Duration // policy.cooldown; 0 keeps the package default (30s)
 	Keepalive  time.Duration // tunnels[0].persistent_keepalive; 0 means edgeheal's default 20s
+	RelaxAfter time.Duration // tunnels[0].path_mtu.relax_after; 0 keeps the package default (2m)
 }
 
 var configTmpl = template.Must(template.New("config").Parse(`# edgeheal config for the lab (edgeheal-lab demo / bench), generated for
@@ -63,6 +64,9 @@ tunnels:
       misses: 3
     heal: [reassert, reresolve, handshake, rebind, bounce]
     unit: ""
+{{- if .RelaxAfter}}
+    path_mtu: {relax_after: {{.RelaxAfter}}}
+{{- end}}
 
 # The pod's MQTT path, probed from inside its network namespace and
 # compared with the host's path to the same broker.
@@ -119,6 +123,10 @@ func Config(p ConfigParams) ([]byte, error) {
 		"CloudTunnel": "10.77.0.1",
 		"BrokerPort":  lab.BrokerPort,
 		"Cooldown":    "",
+		"RelaxAfter":  "",
+	}
+	if p.RelaxAfter > 0 {
+		data["RelaxAfter"] = durationString(p.RelaxAfter)
 	}
 	if p.Cooldown > 0 {
 		data["Cooldown"] = durationString(p.Cooldown)

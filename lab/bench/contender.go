@@ -23,6 +23,10 @@ const (
 	// Reresolve is wireguard-tools' reresolve-dns.sh run every 30 s (as its
 	// documentation suggests) with keepalive 25 s.
 	Reresolve = "reresolve-dns"
+	// MTUProbing is WireGuard alone with the kernel's TCP MTU probing on
+	// (net.ipv4.tcp_mtu_probing=1) at both ends of every transfer: the
+	// pod, the edge and the cloud. It plays S8 only.
+	MTUProbing = "mtu-probing"
 	// Edgeheal is the edgeheal daemon with its defaults (keepalive 0 in
 	// WireGuard's own config: edgeheal sets 20 s).
 	Edgeheal = "edgeheal"
@@ -30,7 +34,7 @@ const (
 
 // Contenders lists every contender in report order; None first, because
 // every ratio is against it.
-var Contenders = []string{None, Keepalive25, Reresolve, Edgeheal}
+var Contenders = []string{None, Keepalive25, Reresolve, MTUProbing, Edgeheal}
 
 // ReresolveScript is the Debian package's copy of reresolve-dns.sh.
 const ReresolveScript = "/usr/share/doc/wireguard-tools/examples/reresolve-dns/reresolve-dns.sh"
@@ -296,6 +300,14 @@ func (r *agentRun) stop() error {
 func startContender(ctx context.Context, l *lab.Lab, contender string, o Options, dir string) (running, error) {
 	switch contender {
 	case None, Keepalive25:
+		return passive{}, nil
+	case MTUProbing:
+		// Per namespace, so the machine's own stays as it is.
+		for _, n := range []lab.Node{lab.Pod, lab.Edge, lab.Cloud} {
+			if err := l.Sysctl(n, "net/ipv4/tcp_mtu_probing", "1"); err != nil {
+				return nil, err
+			}
+		}
 		return passive{}, nil
 	case Reresolve:
 		return startReresolve(l, o.ReresolveEvery)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,9 @@ func settingsOf(o Options) map[string]string {
 		"broker_outage":   o.BrokerOutage.String(),
 		"s6_window":       o.S6Window.String(),
 		"s7_window":       o.S7Window.String(),
+		"s8_mtu":          fmt.Sprint(o.S8MTU),
+		"s8_window":       o.S8Window.String(),
+		"s8_later":        fmt.Sprint(o.S8Later),
 		"tail":            o.Tail.String(),
 		"footprint":       o.Footprint.String(),
 		"reresolve_every": o.ReresolveEvery.String(),
@@ -129,6 +133,9 @@ func CheckGoals(rep *Report) []Goal {
 			add(g.sc, "telemetry back after the fault", fmt.Sprintf("≤ %.0f s", g.limit), fmtOutage(r), !r.OutageOngoing && r.OutageSeconds <= g.limit)
 		}
 	}
+	if r, ok := rep.Find(S8, Edgeheal); ok && r.Error == "" {
+		gs = append(gs, s8Goals(r)...)
+	}
 	gs = append(gs, noWorseThanNone(rep)...)
 	for _, f := range rep.Footprints {
 		if f.Contender != Edgeheal || f.Error != "" {
@@ -138,6 +145,58 @@ func CheckGoals(rep *Report) []Goal {
 		add("footprint", "idle CPU", "< 1 % of a core", fmt.Sprintf("%.2f %%", f.CPUPct), f.CPUPct < 1)
 	}
 	return gs
+}
+
+// s8Goals are edgeheal's goals under a path-MTU blackhole (issue 25): a
+// new transfer through the tunnel and over the uplink, both ways, within
+// 5 s of the fault; every later one at full speed; its own report over the
+// uplink within 5 s; no rung of the ladder; the small telemetry never
+// interrupted.
+func s8Goals(r Result) []Goal {
+	var gs []Goal
+	for _, way := range []string{"tunnel", "uplink"} {
+		worst, measured := 0.0, ""
+		for _, t := range r.Transfers {
+			if !strings.HasPrefix(t.Kind, way+"-") {
+				continue
+			}
+			if t.FirstSeconds == nil {
+				worst, measured = math.Inf(1), t.Kind+": none completed"
+				break
+			}
+			if *t.FirstSeconds > worst {
+				worst, measured = *t.FirstSeconds, fmt.Sprintf("%.2f s (%s)", *t.FirstSeconds, t.Kind)
+			}
+		}
+		gs = append(gs, Goal{Scenario: S8, What: "a new 256 KiB transfer " + map[string]string{"tunnel": "through the tunnel", "uplink": "over the uplink"}[way] + " completes, both ways",
+			Target: "≤ 5 s after the fault", Measured: orText(measured, "not measured"), Met: measured != "" && worst <= 5})
+	}
+	slowest, failed, n := 0.0, 0, 0
+	for _, t := range r.Transfers {
+		failed += t.LaterFailed
+		for _, d := range t.LaterSeconds {
+			slowest, n = max(slowest, d), n+1
+		}
+	}
+	gs = append(gs, Goal{Scenario: S8, What: "every later transfer at full speed (a new connection each)", Target: "< 1 s each",
+		Measured: fmt.Sprintf("%d, the slowest %.3f s, %d failed", n, slowest, failed), Met: n > 0 && failed == 0 && slowest < 1})
+	report := "not at the cloud"
+	if r.ReportSeconds != nil {
+		report = fmt.Sprintf("%.2f s", *r.ReportSeconds)
+	}
+	gs = append(gs, Goal{Scenario: S8, What: "its own report at the cloud, over the uplink", Target: "≤ 5 s after the fault",
+		Measured: report, Met: r.ReportSeconds != nil && *r.ReportSeconds <= 5})
+	gs = append(gs, Goal{Scenario: S8, What: "rungs of the ladder (forced handshakes, rebinds, bounces, restarts, ...)", Target: "0",
+		Measured: fmt.Sprint(r.NeedlessActions), Met: r.NeedlessActions == 0})
+	gs = append(gs, Goal{Scenario: S8, What: "small telemetry interrupted", Target: "never", Measured: fmt.Sprintf("%d outages", r.Outages), Met: r.Outages == 0})
+	return gs
+}
+
+func orText(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }
 
 // noWorseThanNone is the goal of doing no harm: in every scenario edgeheal's outage

@@ -13,6 +13,7 @@ func (rep *Report) Markdown(chartFile string) string {
 	rep.writeMarkdownIntro(&b)
 	rep.writeGoalsTable(&b)
 	rep.writeResultsTable(&b)
+	rep.writeTransfersTable(&b)
 	rep.writeFootprintTable(&b)
 	if chartFile != "" {
 		fmt.Fprintf(&b, "\n## Telemetry delivered over time\n\n![telemetry delivered per second, per scenario and contender](%s)\n", chartFile)
@@ -39,7 +40,7 @@ func (rep *Report) writeMarkdownIntro(b *strings.Builder) {
 	fmt.Fprintf(b, "**Machine:** %s; %s; %d CPUs (%s); %s RAM; kernel %s; %s; load at start %s. %s (commit %s), binary %.1f MiB.\n\n",
 		m.Hostname, m.OS, m.CPUs, m.CPUModel, m.Memory, m.Kernel, m.GoVersion, m.LoadAvg, m.EdgehealVersion, m.Commit,
 		float64(m.EdgehealBinaryBytes)/(1<<20))
-	b.WriteString("**Contenders:** `none` = WireGuard alone, keepalive 0 (Flannel's default); `keepalive-25s` = PersistentKeepalive 25 s only (K3s wireguard-native); `reresolve-dns` = wireguard-tools' `reresolve-dns.sh` every 30 s + keepalive 25 s; `edgeheal` = the daemon with its default policy (keepalive 20 s, probe every 1 s, 3 misses).\n\n")
+	b.WriteString("**Contenders:** `none` = WireGuard alone, keepalive 0 (Flannel's default); `keepalive-25s` = PersistentKeepalive 25 s only (K3s wireguard-native); `reresolve-dns` = wireguard-tools' `reresolve-dns.sh` every 30 s + keepalive 25 s; `mtu-probing` = WireGuard alone with the kernel's `net.ipv4.tcp_mtu_probing=1` at both ends (pod, edge and cloud; S8 only); `edgeheal` = the daemon with its default policy (keepalive 20 s, probe every 1 s, 3 misses, path MTU checked every 2 s).\n\n")
 	b.WriteString("**Columns:** detect = fault to the contender's first sign of noticing (event or first action); outage = longest run of lost telemetry from the fault on (first lost sent → first delivered received); recover = fault (or end of the fault) → first delivered; loss = lost / judged telemetry from the fault to the end; ratios are against `none` in the same run (lower is better).\n\n")
 }
 
@@ -110,6 +111,54 @@ func resultNotes(r Result) []string {
 		}
 	}
 	return notes
+}
+
+// writeTransfersTable writes S8's bulk transfers per contender; nothing
+// when S8 was not played.
+func (rep *Report) writeTransfersTable(b *strings.Builder) {
+	var rows []Result
+	for _, r := range rep.Results {
+		if r.Scenario == S8 {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n## S8: bulk transfers under a path-MTU blackhole\n\n")
+	b.WriteString("A new 256 KiB TCP transfer, each its own connection, from the pod through the tunnel and from the edge over the uplink, ↓ from the cloud and ↑ to it. **First**: the fault to the end of the first new transfer that completed (one started every 0.5 s, each given 20 s). **Later**: the next ones, one after another. **Report**: the fault to the agent's first event at the cloud, over the same uplink.\n\n")
+	b.WriteString("| contender | before | first: tunnel ↓ | tunnel ↑ | uplink ↓ | uplink ↑ | later (each) | report | actions |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		first := map[string]string{}
+		var before, later []float64
+		failed := 0
+		for _, t := range r.Transfers {
+			first[t.Kind] = fmtPtr(t.FirstSeconds, " s")
+			if t.FirstSeconds == nil {
+				first[t.Kind] = "never"
+			}
+			before = append(before, t.BeforeSeconds)
+			later = append(later, t.LaterSeconds...)
+			failed += t.LaterFailed
+		}
+		laterText := "—"
+		if len(later) > 0 {
+			laterText = fmt.Sprintf("%d: p50 %.3f s, max %.3f s", len(later), Percentile(later, 50), Percentile(later, 100))
+		}
+		if failed > 0 {
+			laterText += fmt.Sprintf(", %d failed", failed)
+		}
+		beforeText := "—"
+		if len(before) > 0 {
+			beforeText = fmt.Sprintf("max %.3f s", Percentile(before, 100))
+		}
+		if r.Error != "" {
+			laterText += "; error: " + r.Error
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Contender, beforeText,
+			orText(first["tunnel-down"], "—"), orText(first["tunnel-up"], "—"), orText(first["uplink-down"], "—"), orText(first["uplink-up"], "—"),
+			laterText, fmtPtr(r.ReportSeconds, " s"), actionsText(r.Actions))
+	}
 }
 
 // writeFootprintTable writes each contender's steady-state footprint;

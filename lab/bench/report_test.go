@@ -335,3 +335,59 @@ func TestLogEventsTakeTheEventsOwnTime(t *testing.T) {
 		t.Errorf("events %+v, want them at their own times 10.05 and 11.4 (an action's ts is its start)", evs)
 	}
 }
+
+func TestS8GoalsAndTable(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	transfers := func(first float64, later ...float64) []TransferResult {
+		var rs []TransferResult
+		for _, k := range TransferKinds {
+			rs = append(rs, TransferResult{Kind: k.String(), BeforeSeconds: 0.01, FirstSeconds: f(first), LaterSeconds: later})
+		}
+		return rs
+	}
+	rep := &Report{Results: []Result{
+		{Scenario: S8, Contender: None, Transfers: []TransferResult{{Kind: "tunnel-down", BeforeSeconds: 0.01}, {Kind: "tunnel-up"}, {Kind: "uplink-down"}, {Kind: "uplink-up"}}},
+		{Scenario: S8, Contender: MTUProbing, Transfers: transfers(6.6, 6.5, 6.6)},
+		{Scenario: S8, Contender: Edgeheal, Transfers: transfers(3.1, 0.012, 0.015), ReportSeconds: f(3.2),
+			Actions: []Action{{What: "mss-clamp"}, {What: "link-mtu"}}},
+	}}
+	var got []string
+	for _, g := range CheckGoals(rep) {
+		if g.Scenario == S8 {
+			got = append(got, g.What+": "+g.Measured+" "+map[bool]string{true: "met", false: "missed"}[g.Met])
+		}
+	}
+	want := []string{
+		"a new 256 KiB transfer through the tunnel completes, both ways: 3.10 s (tunnel-down) met",
+		"a new 256 KiB transfer over the uplink completes, both ways: 3.10 s (uplink-down) met",
+		"every later transfer at full speed (a new connection each): 8, the slowest 0.015 s, 0 failed met",
+		"its own report at the cloud, over the uplink: 3.20 s met",
+		"rungs of the ladder (forced handshakes, rebinds, bounces, restarts, ...): 0 met",
+		"small telemetry interrupted: 0 outages met",
+		"outage, never worse than WireGuard alone: 0 s met",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("S8 goals (-want +got):\n%s", diff)
+	}
+	md := rep.Markdown("")
+	for _, s := range []string{"## S8: bulk transfers", "| none | max 0.010 s | never | never | never | never | — | — | 0 |",
+		"| mtu-probing | max 0.010 s | 6.60 s | 6.60 s | 6.60 s | 6.60 s | 8: p50 6.500 s, max 6.600 s |",
+		"| edgeheal | max 0.010 s | 3.10 s | 3.10 s | 3.10 s | 3.10 s | 8: p50 0.012 s, max 0.015 s | 3.20 s | 2: mss-clamp, link-mtu |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+	var actions Result
+	scoreActions(&actions, time.Time{}, time.Time{}, "", false, []Action{{What: "mss-clamp"}, {What: "handshake"}, {What: "reassert"}})
+	actions.Scenario = S8
+	scoreActions(&actions, time.Time{}, time.Time{}, "", false, []Action{{What: "mss-clamp"}, {What: "handshake"}, {What: "reassert"}})
+	if actions.NeedlessActions != 2 {
+		t.Errorf("S8 needless actions = %d, want the two rungs", actions.NeedlessActions)
+	}
+}
+
+func TestPlays(t *testing.T) {
+	if plays(MTUProbing, S1) || !plays(MTUProbing, S8) || !plays(Edgeheal, S1) || !plays(None, S8) {
+		t.Error("mtu-probing plays S8 only; every other contender plays everything")
+	}
+}

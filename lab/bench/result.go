@@ -53,6 +53,12 @@ type Result struct {
 	// arriving at the cloud.
 	QueuedDeliveredSeconds float64 `json:"queued_delivered_seconds,omitempty"`
 
+	// S8: each kind of bulk transfer, and the fault to the arrival at the
+	// cloud of the agent's first event after it (edgeheal: its own
+	// reporting over the uplink).
+	Transfers     []TransferResult `json:"transfers,omitempty"`
+	ReportSeconds *float64         `json:"report_seconds,omitempty"`
+
 	// Delivered telemetry per second of send time, from Start.
 	Series []int `json:"series"`
 	// FaultOffset is FaultAt - Start in seconds: charts align on it.

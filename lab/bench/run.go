@@ -38,6 +38,9 @@ type Options struct {
 	BrokerOutage   time.Duration
 	S6Window       time.Duration // observation after the NAT mapping sticks
 	S7Window       time.Duration // observation after the NAT remaps
+	S8MTU          int           // the carrier path's MTU in S8
+	S8Window       time.Duration // S8: how long new transfers are tried after the fault
+	S8Later        int           // S8: the transfers of each kind made one after another once one got through
 	Footprint      time.Duration // steady-state window of the footprint measurement; 0: skip it
 	ReresolveEvery time.Duration
 
@@ -61,6 +64,9 @@ func DefaultOptions() Options {
 		BrokerOutage:   60 * time.Second,
 		S6Window:       60 * time.Second, // WireGuard alone stays dark all of it (docs/lab.md, "Carrier NAT")
 		S7Window:       30 * time.Second,
+		S8MTU:          1400,
+		S8Window:       30 * time.Second, // 6.5 s with tcp_mtu_probing, never for WireGuard alone
+		S8Later:        5,
 		Footprint:      60 * time.Second,
 		ReresolveEvery: 30 * time.Second,
 	}
@@ -124,6 +130,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if ctx.Err() != nil {
 				return
 			}
+			if !plays(contender, id) {
+				continue
+			}
 			r := runOne(ctx, o, id, contender)
 			mu.Lock()
 			rep.Results = append(rep.Results, r)
@@ -149,6 +158,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.sort()
 	rep.Goals = CheckGoals(rep)
 	return rep, ctx.Err()
+}
+
+// plays says whether a contender plays a scenario: the kernel's MTU
+// probing only S8, where it is the alternative edgeheal is measured
+// against; every other contender all of them.
+func plays(contender, id string) bool {
+	return contender != MTUProbing || id == S8
 }
 
 // runOne starts a fresh lab for the contender, plays the scenario and

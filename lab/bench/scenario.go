@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,10 +23,11 @@ const (
 	S5  = "S5"
 	S6  = "S6"
 	S7  = "S7"
+	S8  = "S8"
 )
 
 // Scenarios lists every scenario in report order.
-var Scenarios = []string{S1, S2, S3a, S3b, S4, S5, S6, S7}
+var Scenarios = []string{S1, S2, S3a, S3b, S4, S5, S6, S7, S8}
 
 // Titles describe the scenarios in tables.
 var Titles = map[string]string{
@@ -37,6 +39,7 @@ var Titles = map[string]string{
 	S5:  "broker outage",
 	S6:  "carrier NAT mapping stuck",
 	S7:  "carrier NAT remaps",
+	S8:  "path MTU 1,400, no ICMP",
 }
 
 // env is one contender on one fresh lab, playing one scenario.
@@ -120,6 +123,8 @@ func runScenario(ctx context.Context, id string, e *env) error {
 		return e.s5(ctx)
 	case S6, S7:
 		return e.nat(ctx, id)
+	case S8:
+		return e.s8(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", id)
 }
@@ -158,6 +163,50 @@ func (e *env) nat(ctx context.Context, id string) error {
 		e.mark(e.res.FaultAt, "remapped to "+pub)
 	}
 	return sleep(ctx, window)
+}
+
+// S8: the carrier path carries IP packets up to S8MTU bytes and drops
+// larger ones silently, both ways (lab.PathMTU). Small telemetry goes on;
+// what is measured is how soon a new 256 KiB transfer completes, through
+// the tunnel and over the uplink, both ways, and how long each later one
+// takes (FirstTransfers, s8Later); for edgeheal also how soon its own
+// report reaches the cloud over the same uplink (see finish).
+func (e *env) s8(ctx context.Context) error {
+	if err := e.warmup(ctx); err != nil {
+		return err
+	}
+	rs := make([]TransferResult, len(TransferKinds))
+	for i, k := range TransferKinds {
+		rs[i].Kind = k.String()
+		if d, err := transferOnce(ctx, e.l, k); err == nil {
+			rs[i].BeforeSeconds = seconds(d)
+		} else {
+			e.res.Notes = append(e.res.Notes, fmt.Sprintf("%s before the fault: %v", k, err))
+		}
+	}
+	// A random phase against edgeheal's path-MTU check (every 2 s), which
+	// the warmup would otherwise fix: the runs sample its spread.
+	if err := sleep(ctx, rand.N(2*time.Second)); err != nil {
+		return err
+	}
+	e.res.FaultAt = time.Now()
+	if err := e.l.PathMTU(e.o.S8MTU, 0); err != nil {
+		return err
+	}
+	e.mark(e.res.FaultAt, fmt.Sprintf("path MTU %d", e.o.S8MTU))
+	for i, at := range FirstTransfers(ctx, e.l, e.o.S8Window) {
+		if !at.IsZero() {
+			rs[i].FirstSeconds = ptr(seconds(at.Sub(e.res.FaultAt)))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s8Later(ctx, e.l, rs, e.o.S8Later)
+	e.res.Transfers = rs
+	// Telemetry is judged over the same window for every contender, however
+	// soon its transfers got through.
+	return sleep(ctx, time.Until(e.res.FaultAt.Add(e.o.S8Window)))
 }
 
 func (e *env) mark(at time.Time, label string) {
@@ -291,6 +340,14 @@ func (e *env) finish(id string) {
 		}
 	}
 	r.Events = e.c.events()
+	if id == S8 {
+		for _, ev := range r.Events {
+			if !ev.Time.Before(r.FaultAt) {
+				r.ReportSeconds = ptr(seconds(ev.Received.Sub(r.FaultAt)))
+				break
+			}
+		}
+	}
 }
 
 // telemetry ends the scenario's telemetry window now: loss, outages and
@@ -356,18 +413,25 @@ func (e *env) drain(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// scoreActions records detection, actions and, in S5, the needless ones.
+// ladderRungs are the actions of edgeheal's repair ladder (the rungs' own
+// names, and the endpoint and link-up actions they take).
+var ladderRungs = map[string]bool{"reassert": true, "reresolve": true, "endpoint": true, "handshake": true,
+	"rebind": true, "bounce": true, "link-up": true, "restart-unit": true}
+
+// scoreActions records detection, actions and the needless ones: in S5
+// any on the tunnel, in S8 any rung of the ladder.
 func scoreActions(r *Result, from, detectedAt time.Time, detection string, detected bool, actions []Action) {
 	r.DetectSeconds, r.Detection = nil, ""
 	if detected {
 		r.DetectSeconds, r.Detection = ptr(seconds(detectedAt.Sub(from))), detection
 	}
 	r.Actions, r.NeedlessActions = actions, 0
-	if r.Scenario == S5 {
-		for _, a := range r.Actions {
-			if a.Tunnel {
-				r.NeedlessActions++
-			}
+	for _, a := range r.Actions {
+		switch {
+		case r.Scenario == S5 && a.Tunnel:
+			r.NeedlessActions++ // the tunnel is fine: the broker is down
+		case r.Scenario == S8 && ladderRungs[a.What]:
+			r.NeedlessActions++ // no rung helps with a path MTU
 		}
 	}
 }

@@ -408,7 +408,7 @@ func TestDebMaintainerScriptsUseDebSystemdHelpers(t *testing.T) {
 	output(t, "dpkg-deb", "--control", debPath("amd64"), dir)
 	want := map[string][]string{
 		"postinst": {"deb-systemd-helper enable 'edgeheal.service'", "deb-systemd-helper --quiet was-enabled", `deb-systemd-invoke "$_action" 'edgeheal.service'`, "systemd-tmpfiles --create edgeheal.conf", "systemd-sysusers edgeheal.conf"},
-		"prerm":    {"deb-systemd-invoke stop 'edgeheal.service'"},
+		"prerm":    {"deb-systemd-invoke stop 'edgeheal.service'", "edgeheal cleanup"},
 		"postrm":   {"deb-systemd-helper purge 'edgeheal.service'", "deb-systemd-helper mask 'edgeheal.service'", `rm -rf "${DPKG_ROOT:-}/var/lib/edgeheal"`},
 	}
 	for name, needles := range want {

@@ -23,6 +23,7 @@ if [ "$1" = "debian-installed" ]; then [ "$DEBIAN_INSTALLED" = 1 ]; exit; fi`,
 	"systemctl":          `echo "systemctl $*" >>"$LOG"`,
 	"systemd-tmpfiles":   `echo "systemd-tmpfiles $*" >>"$LOG"`,
 	"systemd-sysusers":   `echo "systemd-sysusers $*" >>"$LOG"`,
+	"edgeheal":           `echo "edgeheal $*" >>"$LOG"`,
 }
 
 type scriptRun struct {
@@ -163,9 +164,14 @@ func TestLabDebMaintainerScriptsInstallUpgradeRemovePurge(t *testing.T) {
 			want: nil,
 		},
 		{
-			name: "prerm of a removal stops the service",
+			name: "prerm of a removal stops the service, then removes what outlives it",
 			run:  scriptRun{script: "deb-prerm", args: []string{"remove"}, systemdRunning: true},
-			want: []string{"deb-systemd-invoke stop edgeheal.service"},
+			want: []string{"deb-systemd-invoke stop edgeheal.service", "edgeheal cleanup"},
+		},
+		{
+			name: "prerm of a removal without a running systemd still removes what outlives it",
+			run:  scriptRun{script: "deb-prerm", args: []string{"remove"}, systemdRunning: false},
+			want: []string{"edgeheal cleanup"},
 		},
 		{
 			name: "postrm of a removal masks the unit's leftover enablement",
@@ -248,9 +254,9 @@ func TestLabRpmScriptletsInstallUpgradeErase(t *testing.T) {
 			want: []string{"systemctl daemon-reload", "systemctl try-restart edgeheal.service"},
 		},
 		{
-			name: "an erase disables and stops the service",
+			name: "an erase disables and stops the service, then removes what outlives it",
 			run:  scriptRun{script: "rpm-preun", args: []string{"0"}, systemdRunning: true},
-			want: []string{"systemctl --no-reload disable --now edgeheal.service"},
+			want: []string{"systemctl --no-reload disable --now edgeheal.service", "edgeheal cleanup"},
 		},
 		{
 			name: "%postun of an erase only reloads the units",

@@ -52,6 +52,13 @@ func Checks() []wire.Check {
 				PodProbe:            &wire.Probe{Probe: "mqtt", Target: "10.43.0.10:1883", Class: "timeout", Detail: "i/o timeout", LatencySeconds: 2},
 				HostProbe:           &wire.Probe{Probe: "mqtt", Target: "203.0.113.10:1883", Class: "ok", LatencySeconds: 0.0014},
 				HostProbeConfigured: true, FailedRounds: 2, Tunnel: "wg0"}},
+		{Kind: wire.KindPathMTU, Target: "wg0", State: wire.CheckPathClamped, Healthy: true,
+			Detail:     "path MTU 1328 through the tunnel (sends 1420), 1400 over wwan0 (sends 1500): TCP MSS clamped, wg0 MTU 1328",
+			LastAction: "mss-clamp: changed at 2026-12-03T09:42:07Z", Since: When,
+			PathMTU: &wire.PathMTUInfo{
+				Tunnel: &wire.PathInfo{Link: "wg0", Target: "10.42.0.1", LinkMTU: 1420, PathMTU: 1328, ClampMTU: 1328},
+				Uplink: &wire.PathInfo{Link: "wwan0", Target: "203.0.113.10", LinkMTU: 1500, PathMTU: 1400, ClampMTU: 1400},
+				Table:  "edgeheal-wg0", LinkMTUSet: 1328, LinkMTUBefore: 1420, CheckedAt: When}},
 		{Kind: wire.KindClock, Target: "system", State: "unsynchronised", Healthy: true, Detail: "clock not synchronised"},
 	}
 }

@@ -325,6 +325,7 @@ func (p *Pods) Calls() []string {
 
 // OS is a core.OS of fakes; the caller replaces the parts it drives.
 func OS() core.OS {
+	mtus := netfixtest.NewMTUs(nil)
 	return core.OS{
 		NIC:       netfixtest.NewNIC(),
 		Links:     NewLinks(),
@@ -334,6 +335,9 @@ func OS() core.OS {
 		Net:       &Net{},
 		Pods:      NewPods(errors.New("no pods here")),
 		Clock:     NewClock(),
+		PathMTU:   NewPathMTU(mtus),
+		Nftables:  &Nftables{NFT: netfixtest.NewNFT()},
+		MTU:       mtus,
 	}
 }
 
