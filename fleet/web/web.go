@@ -88,7 +88,7 @@ func (s *server) fleetPage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.opts.Now()
 	h := s.opts.Store.Health(now)
-	nodes, matched := s.opts.Store.List(f)
+	nodes, matched := s.opts.Store.ListAt(f, now)
 	var states []stateCount
 	for _, st := range fleet.States {
 		if h.ByState[st] > 0 || st != fleet.StateUnknown {
