@@ -3,6 +3,7 @@ package fleet
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeheal/edgeheal/wire"
@@ -69,6 +70,9 @@ type Store struct {
 
 	sumMu   sync.Mutex
 	summary *Summary
+	sumGen  uint64
+	sumMade time.Time
+	gen     atomic.Uint64
 }
 
 // NewStore returns an empty store for topics under prefix.
@@ -85,8 +89,15 @@ func (s *Store) Apply(m Message) Result {
 	defer s.mu.Unlock()
 	a := s.apply(m)
 	s.stats.record(a, m)
+	if a.res != Stale && a.res != Duplicate && a.res != Invalid {
+		s.gen.Add(1)
+	}
 	return a.res
 }
+
+// Generation grows with every message that changed the fleet: the page
+// asks whether it should fetch itself again.
+func (s *Store) Generation() uint64 { return s.gen.Load() }
 
 // applied is what the stats learn of one message.
 type applied struct {

@@ -86,17 +86,20 @@ const (
 var outageBounds = []OutageBucket{{"≤10 s", 10, 0}, {"≤1 min", 60, 0}, {"≤5 min", 300, 0}, {"≤30 min", 1800, 0},
 	{"≤4 h", 4 * 3600, 0}, {"longer", 0, 0}}
 
-// Summary is the fleet at now, computed at most once a second.
+// Summary is the fleet at now, computed at most once a second: a
+// summary less than a second old (and of a now less than a second away)
+// is shared, and kept longer while nothing changed.
 func (s *Store) Summary(now time.Time) *Summary {
 	s.sumMu.Lock()
 	defer s.sumMu.Unlock()
-	if c := s.summary; c != nil && now.Sub(c.At) < time.Second && !now.Before(c.At) {
+	gen := s.Generation()
+	if c := s.summary; c != nil && now.Sub(c.At).Abs() < time.Second && (gen == s.sumGen || time.Since(s.sumMade) < time.Second) {
 		return c
 	}
 	s.mu.RLock()
 	sum := s.summarize(now)
 	s.mu.RUnlock()
-	s.summary = sum
+	s.summary, s.sumGen, s.sumMade = sum, gen, time.Now()
 	return sum
 }
 
@@ -111,14 +114,10 @@ type dayAcc struct{ healthy, dark, degraded, incidents uint64 }
 
 func (s *Store) summarize(now time.Time) *Summary {
 	today := floorDiv(now.Unix(), daySeconds)
-	from := today - glanceDays + 1
+	g := glanceAcc{from: today - glanceDays + 1, today: today, days: make([]dayAcc, glanceDays)}
 	sum := &Summary{At: now, Nodes: len(s.nodes), ByState: map[string]int{}}
-	fleetDays := make([]dayAcc, glanceDays)
 	sites := map[string]*siteAcc{}
 	var tr triageAcc
-	var worst []Worst
-	var durations []float64
-	var mttrSum, mttrN float64
 	for _, n := range s.nodes {
 		sum.ByState[n.State]++
 		sa := sites[n.Site]
@@ -136,57 +135,13 @@ func (s *Store) summarize(now time.Time) *Summary {
 			sa.lost = append(sa.lost, n)
 		}
 		tr.add(n, now)
-		h := n.hist
-		if h == nil {
-			continue
-		}
-		sum.Fleet.WithHistory++
-		for i, d := range h.days {
-			day := h.day0 + int64(i)
-			if day < from || day > today {
-				continue
-			}
-			for _, acc := range []*dayAcc{&fleetDays[day-from], &sa.days[day-from]} {
-				acc.healthy += uint64(d.healthy)
-				acc.dark += uint64(d.dark)
-				acc.degraded += uint64(d.degraded)
-				acc.incidents += uint64(d.incidents)
-			}
-		}
-		healthy, observed := h.availability(from, today+1)
-		if observed > 0 {
-			var dark, incidents uint64
-			for i, d := range h.days {
-				if day := h.day0 + int64(i); day >= from && day <= today {
-					dark += uint64(d.dark) + uint64(d.degraded)
-					incidents += uint64(d.incidents)
-				}
-			}
-			worst = keepWorst(worst, Worst{Node: n.Name, Site: n.Site, Availability: float64(healthy) / float64(observed), DarkSeconds: dark, Incidents: incidents})
-		}
-		for _, t := range h.targets {
-			closed := float64(t.incidents)
-			mttrSum += float64(t.mttr) * closed
-			mttrN += closed
-		}
-		for _, in := range h.incidents {
-			if !in.open && in.start/1000 >= from*daySeconds {
-				durations = append(durations, float64(in.duration))
-			}
+		if n.hist != nil {
+			g.add(n, sa)
 		}
 	}
-	sum.Fleet.Days = dayPoints(fleetDays, from)
-	sum.Fleet.Availability = availabilityOf(sum.Fleet.Days)
-	for _, d := range sum.Fleet.Days {
-		sum.Fleet.Incidents += d.Incidents
-	}
-	if mttrN > 0 {
-		sum.Fleet.MTTRSeconds = mttrSum / mttrN
-	}
-	sum.Fleet.Outages, sum.Fleet.OutageP50, sum.Fleet.OutageP95, sum.Fleet.OutageMax = outages(durations)
-	sum.Fleet.Worst = worst
+	sum.Fleet = g.result()
 	for _, sa := range sites {
-		sa.Days = dayPoints(sa.days, from)
+		sa.Days = dayPoints(sa.days, g.from)
 		sa.Availability = availabilityOf(sa.Days)
 		tr.site(sa, now)
 		sum.Sites = append(sum.Sites, sa.Site)
@@ -194,6 +149,61 @@ func (s *Store) summarize(now time.Time) *Summary {
 	sort.Slice(sum.Sites, func(i, j int) bool { return siteBefore(sum.Sites[i], sum.Sites[j]) })
 	sum.Triage = tr.result()
 	return sum
+}
+
+// glanceAcc accumulates the fleet's last 30 days from the histories.
+type glanceAcc struct {
+	from, today    int64 // unix days
+	days           []dayAcc
+	withHistory    int
+	worst          []Worst
+	durations      []float64
+	mttrSum, mttrN float64
+}
+
+func (g *glanceAcc) add(n *node, sa *siteAcc) {
+	h := n.hist
+	g.withHistory++
+	var dark, incidents uint64
+	for i, d := range h.days {
+		day := h.day0 + int64(i)
+		if day < g.from || day > g.today {
+			continue
+		}
+		for _, acc := range []*dayAcc{&g.days[day-g.from], &sa.days[day-g.from]} {
+			acc.healthy += uint64(d.healthy)
+			acc.dark += uint64(d.dark)
+			acc.degraded += uint64(d.degraded)
+			acc.incidents += uint64(d.incidents)
+		}
+		dark += uint64(d.dark) + uint64(d.degraded)
+		incidents += uint64(d.incidents)
+	}
+	if healthy, observed := h.availability(g.from, g.today+1); observed > 0 {
+		g.worst = keepWorst(g.worst, Worst{Node: n.Name, Site: n.Site, Availability: float64(healthy) / float64(observed), DarkSeconds: dark, Incidents: incidents})
+	}
+	for _, t := range h.targets {
+		g.mttrSum += float64(t.mttr) * float64(t.incidents)
+		g.mttrN += float64(t.incidents)
+	}
+	for _, in := range h.incidents {
+		if !in.open && in.start/1000 >= g.from*daySeconds {
+			g.durations = append(g.durations, float64(in.duration))
+		}
+	}
+}
+
+func (g *glanceAcc) result() Glance {
+	out := Glance{Days: dayPoints(g.days, g.from), WithHistory: g.withHistory, Worst: g.worst}
+	out.Availability = availabilityOf(out.Days)
+	for _, d := range out.Days {
+		out.Incidents += d.Incidents
+	}
+	if g.mttrN > 0 {
+		out.MTTRSeconds = g.mttrSum / g.mttrN
+	}
+	out.Outages, out.OutageP50, out.OutageP95, out.OutageMax = outages(g.durations)
+	return out
 }
 
 // siteBefore orders the rollup: sites with lost nodes, then with gave-up

@@ -37,16 +37,17 @@ type Options struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
-// Topics are the subscriptions of a view: every node's status, never
-// shared (each instance needs every state), and the events, shared when
-// the group is set.
-func Topics(m fleet.MQTT) (status, events string) {
+// Topics are the subscriptions of a view: every node's status and
+// retained history, never shared (each instance needs every node's
+// state and past), and the events, shared when the group is set.
+func Topics(m fleet.MQTT) (status, history, events string) {
 	status = m.TopicPrefix + "/+/status"
+	history = m.TopicPrefix + "/+/history"
 	events = m.TopicPrefix + "/+/event"
 	if m.Share != "" {
 		events = "$share/" + m.Share + "/" + events
 	}
-	return status, events
+	return status, history, events
 }
 
 // ClientID is the configured client id, or edgeheal-fleet-<hostname>: it
@@ -118,15 +119,15 @@ func (r *runner) session(ctx context.Context) error {
 		return err
 	}
 	defer c.Disconnect(250)
-	status, events := Topics(r.opts.MQTT)
-	tok := c.SubscribeMultiple(map[string]byte{status: 1, events: 1}, nil)
+	status, history, events := Topics(r.opts.MQTT)
+	tok := c.SubscribeMultiple(map[string]byte{status: 1, history: 1, events: 1}, nil)
 	if !tok.WaitTimeout(r.opts.DialTimeout) {
 		return fmt.Errorf("subscribing: no SUBACK within %s", r.opts.DialTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return fmt.Errorf("subscribing to %s and %s: %w", status, events, err)
+		return fmt.Errorf("subscribing to %s, %s and %s: %w", status, history, events, err)
 	}
-	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s and %s", r.opts.MQTT.Broker, status, events))
+	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s, %s and %s", r.opts.MQTT.Broker, status, history, events))
 	r.log.Info("mqtt connected", "status_topic", status, "event_topic", events)
 	select {
 	case <-ctx.Done():
