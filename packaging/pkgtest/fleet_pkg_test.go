@@ -24,6 +24,7 @@ func wantFleetPayload(format string) map[string]entry {
 		"/etc/edgeheal-fleet/config.yaml",
 		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.yml",
 		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.test.yml",
+		"/usr/share/edgeheal-fleet/edgeheal-fleet.alertmanager.yml",
 		"/usr/share/doc/edgeheal-fleet/fleet.md.gz",
 	} {
 		w[f] = entry{"-rw-r--r--", "root/root"}
@@ -83,6 +84,7 @@ func TestFleetPackagesMarkOnlyTheirConfigAsConfigAndCarryTheRepositoryFiles(t *t
 		"/etc/edgeheal-fleet/config.yaml":                         "packaging/fleet/config.yaml",
 		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.yml":      "packaging/fleet/edgeheal-fleet.rules.yml",
 		"/usr/share/edgeheal-fleet/edgeheal-fleet.rules.test.yml": "packaging/fleet/edgeheal-fleet.rules.test.yml",
+		"/usr/share/edgeheal-fleet/edgeheal-fleet.alertmanager.yml": "packaging/fleet/edgeheal-fleet.alertmanager.yml",
 	} {
 		got, _ := os.ReadFile(filepath.Join(root, pkgPath))
 		want, err := os.ReadFile(filepath.Join(repo, repoPath))
