@@ -15,6 +15,25 @@ type Message struct {
 	Payload  []byte
 	Retained bool      // delivered from the broker's retained store (at subscribe)
 	Received time.Time // when the view received it
+
+	history *decoded // Prepare's work, if it was done
+}
+
+type decoded struct {
+	h   wire.History
+	err error
+}
+
+// Prepare does the part of Apply that needs no lock and returns the
+// message to Apply: it decodes a history, the largest payload, which a
+// view reads for every node at its start. Several goroutines may prepare
+// while one applies.
+func (s *Store) Prepare(m Message) Message {
+	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
+		h, err := decodeHistory(m.Payload)
+		m.history = &decoded{h, err}
+	}
+	return m
 }
 
 // Result is what Apply did with a message.
@@ -185,7 +204,10 @@ func (s *Store) applyHistory(name string, m Message) Result {
 		n.hist, n.Availability = nil, -1
 		return Removed
 	}
-	h, err := wire.DecodeHistory(m.Payload)
+	if m.history == nil {
+		m = s.Prepare(m)
+	}
+	h, err := m.history.h, m.history.err
 	if err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return Invalid

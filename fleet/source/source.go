@@ -15,6 +15,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
+	"strings"
+	"sync"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -87,6 +90,22 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Now = time.Now
 	}
 	r := &runner{opts: opts, broker: addr, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
+	r.histories, r.done = make(chan fleet.Message, 256), make(chan struct{})
+	var workers sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		workers.Go(func() {
+			for {
+				select {
+				case m := <-r.histories:
+					opts.Store.Apply(opts.Store.Prepare(m))
+				case <-r.done:
+					return
+				}
+			}
+		})
+	}
+	defer workers.Wait()
+	defer close(r.done)
 	limit := time.Second
 	for {
 		err := r.session(ctx)
@@ -110,6 +129,12 @@ type runner struct {
 	opts   Options
 	broker broker.URL
 	log    *slog.Logger
+	// histories go to workers that decode them on every core: a view
+	// reads every node's at its start (statuses and events keep the
+	// broker's order on the handler's goroutine; a history carries its
+	// time, and the store keeps the newest).
+	histories chan fleet.Message
+	done      chan struct{} // closed when Run returns
 }
 
 // session is one connection: connect, subscribe, then wait for its loss.
@@ -162,7 +187,15 @@ func (r *runner) connect() (paho.Client, chan error, error) {
 		SetPingTimeout(10 * time.Second).
 		SetOrderMatters(true). // one handler at a time, in the broker's order
 		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			store.Apply(fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()})
+			msg := fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()}
+			if strings.HasSuffix(msg.Topic, "/history") {
+				select {
+				case r.histories <- msg:
+				case <-r.done:
+				}
+				return
+			}
+			store.Apply(msg)
 		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			select {

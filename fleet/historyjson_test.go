@@ -1,0 +1,52 @@
+package fleet
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/wire"
+	"github.com/edgeheal/edgeheal/wire/wiretest"
+)
+
+// The view's history decoder and the wire package's agree on every
+// payload: the same value, the same acceptance.
+func FuzzDecodeHistory(f *testing.F) {
+	full, _ := json.Marshal(fullHistory("n1", "s", t0, 300))
+	f.Add(full)
+	f.Add(wiretest.Golden(f, wiretest.HistoryFile))
+	for _, s := range []string{`null`, `{"v":1,"node":"n"}`, `{"v":1,"NODE":"n","Node":"m","sItE":"\u017fite"}`, `{"v":1,"node":"n","hours":{"healthy":[1],"dark":[1],"degraded":[1],"incidents":[1]}}`,
+		`{"v":1,"node":"n","days":{"step_seconds":86400,"healthy":[1.5],"dark":[],"degraded":[],"incidents":[]}}`, `{"v":1,"node":"n","targets":[null,{"repairs":{"a":1,"a":2}}]}`,
+		`{"v":1,"node":"n\xff","incidents":[{"start":"2026-12-03T09:42:07Z","end":null,"repairs":["a",null]}]}`, `{"v":1,"node":"n"} x`, `{"v":"1","node":"n"}`,
+		`{"v":1,"node":"n","ts":"2026-13-03T09:42:07Z"}`, `{"v":1,"node":"n","days":{"healthy":[99999999999999999999]}}`, `{"v":1,"node":"\ud800"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, werr := wire.DecodeHistory(b)
+		got, gerr := decodeHistory(b)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: wire says %v, the view %v", b, werr, gerr)
+		}
+		if diff := cmp.Diff(want, got); werr == nil && diff != "" {
+			t.Fatalf("%q (-wire +view):\n%s", b, diff)
+		}
+	})
+}
+
+func BenchmarkDecodeHistory(b *testing.B) {
+	p, _ := json.Marshal(fullHistory("node-00001", "site-01", t0, 300))
+	for _, dec := range []struct {
+		name string
+		fn   func([]byte) (wire.History, error)
+	}{{"wire", wire.DecodeHistory}, {"view", decodeHistory}} {
+		b.Run(dec.name, func(b *testing.B) {
+			b.SetBytes(int64(len(p)))
+			for b.Loop() {
+				if _, err := dec.fn(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
