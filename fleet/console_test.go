@@ -70,7 +70,11 @@ func fullHistory(node, site string, now time.Time, darkPerDay int) wire.History 
 	}
 	for i := range wire.HistoryIncidents {
 		start := now.Add(-time.Duration(i+1) * time.Hour)
-		h.Incidents = append(h.Incidents, wire.Incident{ID: fmt.Sprintf("%s-%02d", node, i), Kind: "peer", Target: "wg0/AbCdEfGh", Start: start,
+		id := fmt.Sprintf("%s-%02d", node, i) // not the agent's form: kept as a string
+		if i%2 == 0 {
+			id = fmt.Sprintf("%024x", i*7919) // the agent's: 12 bytes
+		}
+		h.Incidents = append(h.Incidents, wire.Incident{ID: id, Kind: "peer", Target: "wg0/AbCdEfGh", Start: start,
 			End: start.Add(20 * time.Second), DurationSeconds: 20, Diagnosis: "probe missed: timeout", Repairs: []string{"reassert", "handshake"}, HealedBy: "handshake"})
 	}
 	return h

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"encoding/hex"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,14 +37,16 @@ type histTarget struct {
 
 // histIncident is an incident of the history: its kind, target,
 // diagnosis, the rung that healed it and the rungs tried (joined by ",")
-// are one string the store shares (joined by unitSep), so that an
-// incident costs 48 bytes and its id.
+// are one string the store shares (joined by unitSep), and its id, when
+// it is the agent's (24 hex digits), 12 bytes in place: an incident costs
+// 48 bytes. Another id is the string's sixth part.
 type histIncident struct {
 	start        int64 // unix milliseconds
 	duration     float32
 	open, gaveUp bool
-	id           string
-	what         string // kind, target, diagnosis, healed by, repairs
+	hexID        bool
+	id           [12]byte
+	what         string // kind, target, diagnosis, healed by, repairs[, id]
 }
 
 const (
@@ -72,10 +75,19 @@ func (s *Store) compactHistory(h wire.History) *nodeHistory {
 		if i == maxHistIncidents {
 			break
 		}
-		what := strings.Join([]string{clip(in.Kind, maxName), clip(in.Target, maxName), clip(in.Diagnosis, maxText),
-			clip(in.HealedBy, maxName), clip(strings.Join(in.Repairs, ","), maxText)}, unitSep)
-		nh.incidents = append(nh.incidents, histIncident{start: in.Start.UnixMilli(), duration: float32(max(in.DurationSeconds, 0)),
-			open: in.End.IsZero(), gaveUp: in.GaveUp, id: clip(in.ID, maxName), what: s.intern(what)})
+		parts := []string{clip(in.Kind, maxName), clip(in.Target, maxName), clip(in.Diagnosis, maxText),
+			clip(in.HealedBy, maxName), clip(strings.Join(in.Repairs, ","), maxText)}
+		hi := histIncident{start: in.Start.UnixMilli(), duration: float32(max(in.DurationSeconds, 0)), open: in.End.IsZero(), gaveUp: in.GaveUp}
+		if len(in.ID) == 24 && strings.ToLower(in.ID) == in.ID {
+			_, err := hex.Decode(hi.id[:], []byte(in.ID))
+			hi.hexID = err == nil
+		}
+		if hi.what = strings.Join(parts, unitSep); hi.hexID {
+			hi.what = s.intern(hi.what) // shared: the same kind of incident on many nodes
+		} else {
+			hi.what += unitSep + clip(in.ID, maxName) // its own: an id of another form
+		}
+		nh.incidents = append(nh.incidents, hi)
 	}
 	return nh
 }
@@ -171,8 +183,12 @@ func (h *nodeHistory) wire(node, site string) wire.History {
 }
 
 func (in histIncident) wire() wire.Incident {
-	p := fields(in.what, 5)
-	w := wire.Incident{ID: in.id, Kind: p[0], Target: p[1], Start: time.UnixMilli(in.start).UTC(),
+	p := fields(in.what, 6)
+	id := p[5]
+	if in.hexID {
+		id = hex.EncodeToString(in.id[:])
+	}
+	w := wire.Incident{ID: id, Kind: p[0], Target: p[1], Start: time.UnixMilli(in.start).UTC(),
 		DurationSeconds: float64(in.duration), Diagnosis: p[2], HealedBy: p[3], GaveUp: in.gaveUp}
 	if !in.open {
 		w.End = w.Start.Add(time.Duration(float64(in.duration) * float64(time.Second)))

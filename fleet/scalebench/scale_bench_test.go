@@ -352,7 +352,7 @@ func (v *view) watchLag() func() float64 {
 				resp.Body.Close()
 			}
 			mu.Lock()
-			peak = max(peak, h.LagSeconds)
+			peak = max(peak, h.LagMaxSeconds) // the raw delay: one machine, one clock
 			mu.Unlock()
 		}
 	}()

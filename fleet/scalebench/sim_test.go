@@ -170,7 +170,7 @@ func fullHistory(node, site string, now time.Time) wire.History {
 	for i := range wire.HistoryIncidents {
 		start := now.Add(-time.Duration(i+1) * 3 * time.Hour)
 		d := 5 + r.IntN(120)
-		h.Incidents = append(h.Incidents, wire.Incident{ID: fmt.Sprintf("%s-%02d-7a1c0a9e8d7b", node, i), Kind: "peer", Target: "flannel-wg/AbCdEfGh",
+		h.Incidents = append(h.Incidents, wire.Incident{ID: fmt.Sprintf("%012x%012x", r.Uint64()>>16, r.Uint64()>>16), Kind: "peer", Target: "flannel-wg/AbCdEfGh",
 			Start: start, End: start.Add(time.Duration(d) * time.Second), DurationSeconds: float64(d), Diagnosis: "probe missed: timeout",
 			Repairs: []string{"reassert", "handshake"}, HealedBy: "handshake"})
 	}
