@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -249,5 +250,44 @@ func TestOneNodeCannotGrowTheView(t *testing.T) {
 	}
 	if len(EventKinds) != numEventKinds {
 		t.Errorf("EventKinds has %d kinds, numEventKinds says %d", len(EventKinds), numEventKinds)
+	}
+}
+
+// The fleet's counts, kept as messages come, are what a walk over the
+// nodes finds, whatever the messages.
+func TestHealthCountsAreWhatTheNodesSay(t *testing.T) {
+	s := NewStore(wire.DefaultTopicPrefix)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 5000 {
+		name := fmt.Sprintf("n%d", r.IntN(20))
+		at := t0.Add(time.Duration(i) * time.Second)
+		switch r.IntN(6) {
+		case 0:
+			s.Apply(nodeMsg(name, "status", siteStatus([]string{"online", "degraded", "offline"}[r.IntN(3)], "a", uint64(r.IntN(3)), at), at))
+		case 1:
+			s.Apply(nodeMsg(name, "status", siteWill("a", uint64(r.IntN(3))), at))
+		case 2:
+			s.Apply(nodeMsg(name, "status", nil, at))
+		default:
+			kind := []string{"incident", "recovered", "gave-up", "action"}[r.IntN(4)]
+			target := []string{"wg0/k", "telemetry", "x"}[r.IntN(3)]
+			s.Apply(nodeMsg(name, "event", event(fmt.Sprint(i), kind, target, at, nil), at))
+		}
+	}
+	byState, open := map[string]int{}, map[string]int{}
+	s.mu.RLock()
+	for _, n := range s.nodes {
+		byState[n.State]++
+		for _, in := range n.incidents {
+			open[IncidentLabel(in.Kind)]++
+		}
+	}
+	s.mu.RUnlock()
+	h := s.Health(t0)
+	if diff := cmp.Diff(byState, h.ByState); diff != "" {
+		t.Errorf("by state (-walk +kept):\n%s", diff)
+	}
+	if diff := cmp.Diff(open, h.OpenIncidents); diff != "" {
+		t.Errorf("open incidents (-walk +kept):\n%s", diff)
 	}
 }

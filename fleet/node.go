@@ -120,7 +120,7 @@ type node struct {
 }
 
 func newNode(name string) *node {
-	return &node{Node: Node{Name: name, State: StateUnknown, Availability: -1}, incidents: map[string]*Incident{}}
+	return &node{Node: Node{Name: name, State: StateUnknown, Availability: -1}}
 }
 
 // seenID records an event id and reports whether it was one of the last
@@ -327,5 +327,32 @@ func (n *node) openIncident(in *Incident) {
 		n.IncidentsNotKept++
 		return
 	}
+	if n.incidents == nil {
+		n.incidents = map[string]*Incident{} // most nodes have none: no map
+	}
 	n.incidents[in.Target] = in
+}
+
+// share is what a node adds to the fleet's counts (Health): its state
+// and its open incidents by kind (IncidentKinds).
+type share struct {
+	state     string
+	incidents [3]int
+}
+
+func (n *node) share() share {
+	sh := share{state: n.State}
+	if len(n.incidents) > 0 {
+		for _, in := range n.incidents {
+			switch IncidentLabel(in.Kind) {
+			case "peer":
+				sh.incidents[0]++
+			case "workload":
+				sh.incidents[1]++
+			default:
+				sh.incidents[2]++
+			}
+		}
+	}
+	return sh
 }

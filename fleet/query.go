@@ -25,10 +25,12 @@ func (s *Store) Health(now time.Time) Health {
 	}
 	rate, lag, lagMax := s.stats.recent(now)
 	h.MessageRate, h.LagSeconds, h.LagMaxSeconds = rate, lag.Seconds(), lagMax.Seconds()
-	for _, n := range s.nodes {
-		h.ByState[n.State]++
-		for _, in := range n.incidents {
-			h.OpenIncidents[IncidentLabel(in.Kind)]++
+	for k, v := range s.byState {
+		h.ByState[k] = v
+	}
+	for i, v := range s.openByKind {
+		if v > 0 {
+			h.OpenIncidents[IncidentKinds[i]] = v
 		}
 	}
 	for k, v := range s.stats.messages {

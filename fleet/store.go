@@ -92,11 +92,14 @@ type Store struct {
 	sumGen  uint64
 	sumMade time.Time
 	gen     atomic.Uint64
+
+	byState    map[string]int // nodes by state
+	openByKind [3]int         // open incidents by IncidentKinds
 }
 
 // NewStore returns an empty store for topics under prefix.
 func NewStore(prefix string) *Store {
-	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats()}
+	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats(), byState: map[string]int{}}
 }
 
 // Prefix is the topic prefix the store reads.
@@ -106,12 +109,32 @@ func (s *Store) Prefix() string { return s.prefix }
 func (s *Store) Apply(m Message) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The fleet's counts follow the node's share before and after: Health
+	// never walks the nodes.
+	name, _, _ := wire.ParseTopic(s.prefix, m.Topic)
+	if n, ok := s.nodes[name]; ok {
+		s.count(n.share(), -1)
+	}
 	a := s.apply(m)
+	if n, ok := s.nodes[name]; ok {
+		s.count(n.share(), +1)
+	}
 	s.stats.record(a, m)
 	if a.res != Stale && a.res != Duplicate && a.res != Invalid {
 		s.gen.Add(1)
 	}
 	return a.res
+}
+
+// count adds a node's share to the fleet's counts (sign -1 removes it).
+func (s *Store) count(sh share, sign int) {
+	s.byState[sh.state] += sign
+	if s.byState[sh.state] == 0 {
+		delete(s.byState, sh.state)
+	}
+	for i, v := range sh.incidents {
+		s.openByKind[i] += sign * v
+	}
 }
 
 // Generation grows with every message that changed the fleet: the page
