@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/edgeheal/edgeheal/wire"
 	"github.com/edgeheal/edgeheal/wire/wiretest"
@@ -31,15 +32,38 @@ func FuzzDecodeHistory(f *testing.F) {
 		if diff := cmp.Diff(want, got); werr == nil && diff != "" {
 			t.Fatalf("%q (-wire +view):\n%s", b, diff)
 		}
+		// Into a history that held another: the same, but for empty lists.
+		reused := fullHistory("other", "elsewhere", t0, 100)
+		rerr := decodeHistoryInto(b, &reused)
+		if (rerr == nil) != (werr == nil) {
+			t.Fatalf("%q: wire says %v, the view into a used history %v", b, werr, rerr)
+		}
+		if diff := cmp.Diff(want, reused, cmpopts.EquateEmpty()); werr == nil && diff != "" {
+			t.Fatalf("%q into a used history (-wire +view):\n%s", b, diff)
+		}
+		// By a worker's decoder, which has read another history before.
+		var hd historyDecoder
+		_, _ = hd.decode(full)
+		h, herr := hd.decode(b)
+		if (herr == nil) != (werr == nil) {
+			t.Fatalf("%q: wire says %v, a worker's decoder %v", b, werr, herr)
+		}
+		if diff := cmp.Diff(want, *h, cmpopts.EquateEmpty()); werr == nil && diff != "" {
+			t.Fatalf("%q by a worker's decoder (-wire +view):\n%s", b, diff)
+		}
 	})
 }
 
 func BenchmarkDecodeHistory(b *testing.B) {
 	p, _ := json.Marshal(fullHistory("node-00001", "site-01", t0, 300))
+	var hd historyDecoder
 	for _, dec := range []struct {
 		name string
 		fn   func([]byte) (wire.History, error)
-	}{{"wire", wire.DecodeHistory}, {"view", decodeHistory}} {
+	}{{"wire", wire.DecodeHistory}, {"view", decodeHistory}, {"view, a worker's decoder", func(b []byte) (wire.History, error) {
+		h, err := hd.decode(b)
+		return *h, err
+	}}} {
 		b.Run(dec.name, func(b *testing.B) {
 			b.SetBytes(int64(len(p)))
 			for b.Loop() {

@@ -20,9 +20,14 @@ type Message struct {
 }
 
 type decoded struct {
-	h   wire.History
+	hd  *historyDecoder // back to historyDecoders once applied
+	h   *wire.History   // hd's
 	err error
 }
+
+// historyDecoders are the decoders Prepare uses, each with its room and
+// its strings.
+var historyDecoders = sync.Pool{New: func() any { return new(historyDecoder) }}
 
 // Prepare does the part of Apply that needs no lock and returns the
 // message to Apply: it decodes a history, the largest payload, which a
@@ -30,8 +35,9 @@ type decoded struct {
 // while one applies.
 func (s *Store) Prepare(m Message) Message {
 	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
-		h, err := decodeHistory(m.Payload)
-		m.history = &decoded{h, err}
+		hd := historyDecoders.Get().(*historyDecoder)
+		h, err := hd.decode(m.Payload)
+		m.history = &decoded{hd, h, err}
 	}
 	return m
 }
@@ -230,7 +236,8 @@ func (s *Store) applyHistory(name string, m Message) Result {
 	if m.history == nil {
 		m = s.Prepare(m)
 	}
-	h, err := m.history.h, m.history.err
+	defer historyDecoders.Put(m.history.hd)
+	h, err := *m.history.h, m.history.err
 	if err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return Invalid
