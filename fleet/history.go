@@ -78,7 +78,7 @@ func (s *Store) compactHistory(h wire.History) *nodeHistory {
 		parts := []string{clip(in.Kind, maxName), clip(in.Target, maxName), clip(in.Diagnosis, maxText),
 			clip(in.HealedBy, maxName), clip(strings.Join(in.Repairs, ","), maxText)}
 		hi := histIncident{start: in.Start.UnixMilli(), duration: float32(max(in.DurationSeconds, 0)), open: in.End.IsZero(), gaveUp: in.GaveUp}
-		if len(in.ID) == 24 && strings.ToLower(in.ID) == in.ID {
+		if len(in.ID) == 2*len(hi.id) && lowerHex(in.ID) {
 			_, err := hex.Decode(hi.id[:], []byte(in.ID))
 			hi.hexID = err == nil
 		}
@@ -90,6 +90,17 @@ func (s *Store) compactHistory(h wire.History) *nodeHistory {
 		nh.incidents = append(nh.incidents, hi)
 	}
 	return nh
+}
+
+// lowerHex reports whether s is lower-case hex digits only (so that
+// it comes back from its bytes the same).
+func lowerHex(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func sec32(v int64) uint32 { return uint32(min(max(v, 0), 1<<32-1)) }

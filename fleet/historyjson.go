@@ -321,9 +321,63 @@ func array[T any](d *dec, list *[]T, fn func(*T) error) error {
 	return err
 }
 
+// ints reads an array of ints. The decoder has checked the array's
+// syntax whole, so its elements are split at the commas here, each a
+// number without fraction or exponent, or null (0, as encoding/json
+// leaves a fresh element); anything else is the wrong type.
 func ints(d *dec, list *[]int) error {
-	return array(d, list, func(v *int) error { return intValue(d, v) })
+	raw, err := d.ReadValue()
+	if err != nil {
+		return err
+	}
+	switch raw.Kind() {
+	case 'n':
+		*list = nil
+		return nil
+	case '[':
+	default:
+		return errType
+	}
+	out := (*list)[:0]
+	if out == nil {
+		out = make([]int, 0, 4)
+	}
+	for i := 1; i < len(raw)-1; {
+		for i < len(raw) && isSpace(raw[i]) {
+			i++
+		}
+		if raw[i] == ']' { // an empty array
+			break
+		}
+		start := i
+		for i < len(raw) && raw[i] != ',' && raw[i] != ']' && !isSpace(raw[i]) {
+			i++
+		}
+		el := raw[start:i]
+		switch {
+		case string(el) == "null":
+			out = append(out, 0)
+		case el[0] == '-' || el[0] >= '0' && el[0] <= '9':
+			n, ok := parseInt(el)
+			if !ok {
+				return errType
+			}
+			out = append(out, int(n))
+		default:
+			return errType
+		}
+		for i < len(raw) && (isSpace(raw[i]) || raw[i] == ',') {
+			i++
+			if raw[i-1] == ',' {
+				break
+			}
+		}
+	}
+	*list = out
+	return nil
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // number reads a number's raw JSON, or reports null (nil, nil).
 func number(d *dec) (jsontext.Value, error) {
