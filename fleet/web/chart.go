@@ -102,7 +102,7 @@ func openSVG(b *strings.Builder, id, title string) {
 func dayLabels(b *strings.Builder, days []fleet.DayPoint, step float64) {
 	for i, d := range days {
 		if (len(days)-1-i)%7 == 0 {
-			fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%d" text-anchor="middle">%s</text>`, padL+step*float64(i), chartH-6, d.Day.Format("Jan 2"))
+			fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%d" text-anchor="%s">%s</text>`, padL+step*float64(i), chartH-6, anchor(i, len(days)), d.Day.Format("Jan 2"))
 		}
 	}
 }
@@ -183,10 +183,21 @@ func timeline(inc []histView, from, to time.Time) template.HTML {
 	}
 	for i := 0; i <= 4; i++ {
 		t := from.Add(time.Duration(float64(to.Sub(from)) * float64(i) / 4))
-		fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%d" text-anchor="middle">%s</text>`, x(t), height-6, t.UTC().Format("Jan 2 15:04"))
+		fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%d" text-anchor="%s">%s</text>`, x(t), height-6, anchor(i, 5), t.UTC().Format("Jan 2 15:04"))
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// anchor keeps the first and last labels of an axis inside the chart.
+func anchor(i, n int) string {
+	switch i {
+	case 0:
+		return "start"
+	case n - 1:
+		return "end"
+	}
+	return "middle"
 }
 
 func truncate(s string, n int) string {
