@@ -115,6 +115,11 @@ func runScale(b testing.TB, bin string, n int) Result {
 		b.Fatalf("publishing the fleet's statuses and histories: %v", err)
 	}
 	r.SetupSeconds = time.Since(start).Seconds()
+	floor, err := drain(broker.PlainAddr, 2*n)
+	if err != nil {
+		b.Fatalf("draining the retained messages: %v", err)
+	}
+	r.BrokerFloorSeconds = floor.Seconds()
 
 	v := startView(b, bin, broker.PlainURL(), "scale-view")
 	start = time.Now()

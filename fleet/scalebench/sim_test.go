@@ -229,3 +229,45 @@ func parallel(nodes []*simNode, width int, fn func(*simNode) error) error {
 	}
 	return nil
 }
+
+// drain is the broker's part of a view's start, alone: a bare client
+// that subscribes as the view does, acknowledges each message and does
+// nothing else, until it has received want retained messages. Its time
+// is the floor under the view's.
+func drain(addr string, want int) (time.Duration, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion, cp.CleanSession, cp.ClientIdentifier = "MQTT", 4, true, "drain"
+	if err := cp.Write(c); err != nil {
+		return 0, err
+	}
+	if _, err := packets.ReadPacket(c); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	sp := packets.NewControlPacket(packets.Subscribe).(*packets.SubscribePacket)
+	sp.MessageID, sp.Topics, sp.Qoss = 1, []string{prefix + "/+/status", prefix + "/+/history"}, []byte{1, 1}
+	if err := sp.Write(c); err != nil {
+		return 0, err
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
+	for got := 0; got < want; {
+		p, err := packets.ReadPacket(c)
+		if err != nil {
+			return 0, fmt.Errorf("after %d of %d: %w", got, want, err)
+		}
+		if pub, ok := p.(*packets.PublishPacket); ok && pub.Retain {
+			got++
+			ack := packets.NewControlPacket(packets.Puback).(*packets.PubackPacket)
+			ack.MessageID = pub.MessageID
+			if err := ack.Write(c); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start), nil
+}
