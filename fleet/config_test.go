@@ -7,7 +7,8 @@ import (
 
 func TestParseConfig(t *testing.T) {
 	c, err := ParseConfig("c.yaml", []byte(""))
-	if err != nil || c.Listen != DefaultListen || c.MQTT.TopicPrefix != "edgeheal/v1" || c.MQTT.Broker != "" {
+	if err != nil || c.Listen != DefaultListen || c.MQTT.TopicPrefix != "edgeheal/v1" || c.MQTT.Broker != "" ||
+		c.Web.Auth.UsersFile != DefaultUsersFile || c.Web.Auth.Disabled {
 		t.Fatalf("empty file: %+v, %v; want the defaults", c, err)
 	}
 	c, err = ParseConfig("c.yaml", []byte("mqtt:\n  broker: ssl://mqtt.example.net:8883\n  username: cloud\n  password_file: /etc/p\n  tls: {ca: /etc/ca.pem}\n  share: fleet\nlisten: 0.0.0.0:9470\n"))
@@ -22,6 +23,12 @@ func TestParseConfig(t *testing.T) {
 		{"mqtt: {share: a/b}\n", "mqtt.share: \"a/b\""},
 		{"mqtt: {tls: {cert: /c}}\n", "mqtt.tls: cert and key go together"},
 		{"listen: nine\n", "c.yaml: listen: \"nine\""},
+		{"web: {tls: {cert: /c.pem}}\n", "c.yaml: web.tls: cert and key go together"},
+		{"web: {auth: {users_file: users}}\n", "c.yaml: web.auth.users_file: \"users\" is not an absolute path"},
+		{"web: {auth: {proxy_header: X-Forwarded-User}}\n", "c.yaml: web.auth.proxy_header: proxy_header and trusted_proxies go together"},
+		{"web: {auth: {proxy_header: X-User, trusted_proxies: [10.0.0.0/33]}}\n", "web.auth.trusted_proxies: \"10.0.0.0/33\""},
+		{"web: {auth: {disabled: true, proxy_header: X-User, trusted_proxies: [127.0.0.1]}}\n", "web.auth.disabled: true while"},
+		{"web: {auth: {password: x}}\n", "line 1: password: unknown key"},
 	} {
 		_, err := ParseConfig("c.yaml", []byte(tt.yaml))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeheal/edgeheal/wire"
@@ -13,6 +15,31 @@ type Message struct {
 	Payload  []byte
 	Retained bool      // delivered from the broker's retained store (at subscribe)
 	Received time.Time // when the view received it
+
+	history *decoded // Prepare's work, if it was done
+}
+
+type decoded struct {
+	hd  *historyDecoder // back to historyDecoders once applied
+	h   *wire.History   // hd's
+	err error
+}
+
+// historyDecoders are the decoders Prepare uses, each with its room and
+// its strings.
+var historyDecoders = sync.Pool{New: func() any { return new(historyDecoder) }}
+
+// Prepare does the part of Apply that needs no lock and returns the
+// message to Apply: it decodes a history, the largest payload, which a
+// view reads for every node at its start. Several goroutines may prepare
+// while one applies.
+func (s *Store) Prepare(m Message) Message {
+	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
+		hd := historyDecoders.Get().(*historyDecoder)
+		h, err := hd.decode(m.Payload)
+		m.history = &decoded{hd, h, err}
+	}
+	return m
 }
 
 // Result is what Apply did with a message.
@@ -29,10 +56,15 @@ const (
 
 // Message types, the `type` label of the message counter.
 const (
-	TypeStatus = "status"
-	TypeWill   = "will" // a status without ts: the Last Will
-	TypeEvent  = "event"
+	TypeStatus  = "status"
+	TypeWill    = "will" // a status without ts: the Last Will
+	TypeEvent   = "event"
+	TypeHistory = "history"
 )
+
+// MaxPayload is the largest payload the view reads; a larger one is
+// invalid (set the broker's message_size_limit to keep it off the wire).
+const MaxPayload = 256 << 10
 
 // maxInterned bounds the strings the store shares between nodes.
 const maxInterned = 50000
@@ -60,11 +92,20 @@ type Store struct {
 	strings map[string]string // see intern
 	stats   stats
 	lastErr string
+
+	sumMu   sync.Mutex
+	summary *Summary
+	sumGen  uint64
+	sumMade time.Time
+	gen     atomic.Uint64
+
+	byState    map[string]int // nodes by state
+	openByKind [3]int         // open incidents by IncidentKinds
 }
 
 // NewStore returns an empty store for topics under prefix.
 func NewStore(prefix string) *Store {
-	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats()}
+	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats(), byState: map[string]int{}}
 }
 
 // Prefix is the topic prefix the store reads.
@@ -74,31 +115,84 @@ func (s *Store) Prefix() string { return s.prefix }
 func (s *Store) Apply(m Message) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The fleet's counts follow the node's share before and after: Health
+	// never walks the nodes.
+	name, _, _ := wire.ParseTopic(s.prefix, m.Topic)
+	if n, ok := s.nodes[name]; ok {
+		s.count(n.share(), -1)
+	}
 	a := s.apply(m)
+	if n, ok := s.nodes[name]; ok {
+		s.count(n.share(), +1)
+	}
 	s.stats.record(a, m)
+	if a.res != Stale && a.res != Duplicate && a.res != Invalid {
+		s.gen.Add(1)
+	}
 	return a.res
 }
 
+// count adds a node's share to the fleet's counts (sign -1 removes it).
+func (s *Store) count(sh share, sign int) {
+	s.byState[sh.state] += sign
+	if s.byState[sh.state] == 0 {
+		delete(s.byState, sh.state)
+	}
+	for i, v := range sh.incidents {
+		s.openByKind[i] += sign * v
+	}
+}
+
+// Generation grows with every message that changed the fleet: the page
+// asks whether it should fetch itself again.
+func (s *Store) Generation() uint64 { return s.gen.Load() }
+
 // applied is what the stats learn of one message.
 type applied struct {
-	typ, kind string // kind: an event's kind
-	res       Result
-	ts        time.Time
+	typ, kind      string // kind: an event's kind
+	res            Result
+	lag            bool          // a live message whose delay counts as the view's lag
+	raw, corrected time.Duration // its delay, and above its node's clock offset
+}
+
+// delay measures a live message's delay for the lag, unless it is
+// retained (its age is the node's silence, not the view's lag) or an
+// event older than the node's last status (a replay of its outbox: the
+// node told the view something newer already).
+func (a *applied) delay(n *node, m Message, ts time.Time, event bool) {
+	if m.Retained || ts.IsZero() || (event && ts.Before(n.StatusTS)) {
+		return
+	}
+	a.lag, a.raw = true, m.Received.Sub(ts)
+	a.corrected = n.clock.correct(a.raw, n.Session)
 }
 
 func (s *Store) apply(m Message) applied {
 	name, kind, err := wire.ParseTopic(s.prefix, m.Topic)
 	if err != nil {
-		s.lastErr = err.Error()
+		s.lastErr = clip(err.Error(), maxText)
 		return applied{typ: TypeStatus, res: Invalid}
 	}
-	if kind == wire.TopicEvent {
+	typ := kind
+	if len(m.Payload) > MaxPayload {
+		s.lastErr = clip(fmt.Sprintf("%s: a %s of %d bytes: larger than %d", name, kind, len(m.Payload), MaxPayload), maxText)
+		return applied{typ: typ, res: Invalid}
+	}
+	switch kind {
+	case wire.TopicEvent:
 		e, err := wire.DecodeEvent(m.Payload)
 		if err != nil {
-			s.lastErr = name + ": " + err.Error()
+			s.lastErr = clip(name+": "+err.Error(), maxText)
 			return applied{typ: TypeEvent, res: Invalid}
 		}
-		return applied{typ: TypeEvent, kind: e.Kind, ts: e.Time, res: s.applyEvent(s.node(name), e, m)}
+		n := s.node(name)
+		a := applied{typ: TypeEvent, kind: e.Kind}
+		if a.res = s.applyEvent(n, e, m); a.res == Applied {
+			a.delay(n, m, e.Time, true)
+		}
+		return a
+	case wire.TopicHistory:
+		return applied{typ: TypeHistory, res: s.applyHistory(name, m)}
 	}
 	if len(m.Payload) == 0 {
 		if _, ok := s.nodes[name]; !ok {
@@ -109,14 +203,69 @@ func (s *Store) apply(m Message) applied {
 	}
 	st, err := wire.DecodeStatus(m.Payload)
 	if err != nil {
-		s.lastErr = name + ": " + err.Error()
+		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return applied{typ: TypeStatus, res: Invalid}
 	}
-	typ := TypeStatus
+	if !knownState(st.State) {
+		s.lastErr = clip(fmt.Sprintf("%s: status: state %q is none of online, degraded, offline, lost", name, st.State), maxText)
+		return applied{typ: TypeStatus, res: Invalid}
+	}
+	typ = TypeStatus
 	if st.TS.IsZero() {
 		typ = TypeWill
 	}
-	return applied{typ: typ, ts: st.TS, res: s.applyStatus(s.node(name), st, m)}
+	n := s.node(name)
+	a := applied{typ: typ}
+	if a.res = s.applyStatus(n, st, m); a.res == Applied {
+		a.delay(n, m, st.TS, false)
+	}
+	return a
+}
+
+// applyHistory keeps a node's retained history: a newer one replaces
+// the one kept; an empty one forgets it.
+func (s *Store) applyHistory(name string, m Message) Result {
+	if len(m.Payload) == 0 {
+		n, ok := s.nodes[name]
+		if !ok || n.hist == nil {
+			return Duplicate
+		}
+		n.hist, n.Availability = nil, -1
+		return Removed
+	}
+	if m.history == nil {
+		m = s.Prepare(m)
+	}
+	defer historyDecoders.Put(m.history.hd)
+	h, err := *m.history.h, m.history.err
+	if err != nil {
+		s.lastErr = clip(name+": "+err.Error(), maxText)
+		return Invalid
+	}
+	n := s.node(name)
+	if n.hist != nil {
+		switch ts := h.TS.UnixMilli(); {
+		case ts == n.hist.ts:
+			return Duplicate
+		case ts < n.hist.ts:
+			return Stale
+		}
+	}
+	n.hist = s.compactHistory(h)
+	if n.Site == "" && h.Site != "" {
+		n.Site = s.intern(clip(h.Site, maxName))
+	}
+	n.seen(m, h.TS)
+	if n.sinceGuess && n.State == StateLost && h.TS.Before(n.Since) {
+		n.Since = n.LastSeen // the Will came at subscribe: the node was last heard then
+	}
+	today := floorDiv(m.Received.Unix(), daySeconds)
+	if healthy, observed := n.hist.availability(today-glanceDays+1, today+1); observed > 0 {
+		n.Availability = float64(healthy) / float64(observed)
+	} else {
+		n.Availability = -1
+	}
+	return Applied
 }
 
 func (s *Store) node(name string) *node {
@@ -162,11 +311,25 @@ func (s *Store) applyStatus(n *node, st wire.Status, m Message) Result {
 	}
 	if !n.hasStatus || st.State != n.State {
 		n.Since = at
+		// A Will delivered at subscribe was published at some time the view
+		// did not see: the node's last word is the better guess.
+		n.sinceGuess = st.TS.IsZero() && m.Retained
+		if n.sinceGuess && !n.LastSeen.IsZero() {
+			n.Since = n.LastSeen
+		}
 	}
 	n.hasStatus = true
-	n.State, n.Session, n.StatusTS = st.State, st.Session, st.TS
+	n.State, n.Session, n.StatusTS = s.intern(clip(st.State, maxName)), st.Session, st.TS
+	// The identity: a Will carries it too (site, version, revision); what
+	// a message leaves out, the view keeps from before.
 	if st.Site != "" {
-		n.Site = st.Site
+		n.Site = s.intern(clip(st.Site, maxName))
+	}
+	if st.Version != "" {
+		n.Version = s.intern(clip(st.Version, maxName))
+	}
+	if st.ConfigRevision != "" {
+		n.ConfigRevision = s.intern(clip(st.ConfigRevision, maxName))
 	}
 	if !st.TS.IsZero() {
 		n.seen(m, st.TS)
@@ -174,13 +337,23 @@ func (s *Store) applyStatus(n *node, st wire.Status, m Message) Result {
 	if st.State == StateLost || st.State == StateOffline {
 		return Applied // the Will and the goodbye carry no checks: keep the last ones
 	}
-	n.Version, n.ConfigRevision = st.Version, st.ConfigRevision
 	n.Checks, n.ChecksTotal, n.ChecksHealthy = nil, 0, 0
 	if st.Checks != nil {
-		n.Checks, n.ChecksTotal, n.ChecksHealthy = st.Checks.Items, st.Checks.Total, st.Checks.Healthy
+		n.Checks, n.ChecksTotal, n.ChecksHealthy = s.keepChecks(st.Checks.Items), st.Checks.Total, st.Checks.Healthy
 	}
 	n.reconcile(at)
 	return Applied
+}
+
+// keepChecks is at most maxChecks checks, their strings clipped and shared.
+func (s *Store) keepChecks(items []wire.Check) []wire.Check {
+	out := make([]wire.Check, 0, min(len(items), maxChecks))
+	for _, c := range items[:min(len(items), maxChecks)] {
+		out = append(out, wire.Check{Kind: s.intern(clip(c.Kind, maxName)), Target: s.intern(clip(c.Target, maxName)),
+			State: s.intern(clip(c.State, maxName)), Healthy: c.Healthy, Detail: s.intern(clip(c.Detail, maxText)),
+			LastAction: clip(c.LastAction, maxText), Since: c.Since})
+	}
+	return out
 }
 
 // seen moves LastSeen: a live message says the node is there now; a
@@ -207,13 +380,13 @@ func (n *node) reconcile(at time.Time) {
 		switch {
 		case c.Healthy && open && !at.Before(in.Opened):
 			delete(n.incidents, c.Target)
-		case !c.Healthy && !open && (c.Kind == "peer" || c.Kind == "workload" || c.Kind == "path-mtu"):
+		case !c.Healthy && !open && (c.Kind == wire.KindPeer || c.Kind == wire.KindWorkload || c.Kind == wire.KindPathMTU):
 			opened := c.Since
 			if opened.IsZero() {
 				opened = at
 			}
-			n.incidents[c.Target] = &Incident{Target: c.Target, Kind: c.Kind, Opened: opened,
-				Summary: c.Kind + " " + c.Target + " " + c.State + ": " + c.Detail, GaveUp: c.State == "degraded", FromStatus: true}
+			n.openIncident(&Incident{Target: c.Target, Kind: c.Kind, Opened: opened,
+				Summary: clip(c.Kind+" "+c.Target+" "+c.State+": "+c.Detail, maxText), GaveUp: c.State == "degraded", FromStatus: true})
 		case open && !c.Healthy && c.State == "degraded" && c.Kind == "peer":
 			in.GaveUp = true
 		}
@@ -230,19 +403,23 @@ func (s *Store) applyEvent(n *node, e wire.EventMessage, m Message) Result {
 	if e.Time.IsZero() {
 		e.Time = m.Received
 	}
-	if n.Site == "" {
-		n.Site = e.Site
+	if n.Site == "" && e.Site != "" {
+		n.Site = s.intern(clip(e.Site, maxName))
 	}
 	n.seen(m, e.Time)
-	en := Entry{TS: e.Time, Kind: s.intern(e.Kind), Target: s.intern(e.Target), Action: s.intern(e.Action),
-		Result: s.intern(e.Result), Duration: e.Duration, Summary: e.Summary}
+	e.Target, e.Summary = clip(e.Target, maxName), clip(e.Summary, maxText)
+	what := clip(e.Kind, maxName) + unitSep + clip(e.Action, maxName) + unitSep + clip(e.Result, maxName) + unitSep + e.Target
+	en := entry{ts: e.Time.UnixNano(), what: s.intern(what), duration: float32(e.Duration), summary: s.intern(e.Summary)}
 	n.events = insertByTime(n.events, en, keepEvents)
 	if e.Kind == "action" {
 		n.actions = insertByTime(n.actions, en, keepActions)
-		last := n.actions[len(n.actions)-1]
+		last := n.actions[len(n.actions)-1].public()
 		n.LastAction = &last
 	}
-	n.count(e.Kind, e.Time, m.Received)
+	if n.counts == nil {
+		n.counts = &eventCounts{}
+	}
+	n.counts.count(e.Kind, e.Time, m.Received)
 	n.incident(e)
 	return Applied
 }
@@ -254,12 +431,12 @@ func (n *node) incident(e wire.EventMessage) {
 		if in, ok := n.incidents[e.Target]; ok && !in.FromStatus {
 			return
 		}
-		n.incidents[e.Target] = &Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.Time, Summary: e.Summary}
+		n.openIncident(&Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.Time, Summary: e.Summary})
 	case "gave-up", "degraded":
 		in, ok := n.incidents[e.Target]
 		if !ok {
 			in = &Incident{Target: e.Target, Kind: n.checkKind(e.Target), Opened: e.Time, Summary: e.Summary}
-			n.incidents[e.Target] = in
+			n.openIncident(in)
 		}
 		in.GaveUp = true
 	case "recovered":

@@ -9,9 +9,10 @@ import (
 )
 
 // BenchmarkStoreFullHistory is the view's memory at its worst: 10,000
-// nodes, each with a full history (more events than it keeps, every one
-// an action with a summary and evidence as the agent sends them). It
-// reports the heap per node; docs/fleet.md, "Memory", uses it.
+// nodes, each with its events full (more events than it keeps, every one
+// an action with a summary and evidence as the agent sends them) and a
+// full retained history (48 hours, 90 days, four targets, 20 incidents).
+// It reports the heap per node; docs/fleet.md, "Memory", uses it.
 func BenchmarkStoreFullHistory(b *testing.B) {
 	const nodes = 10000
 	st, _ := json.Marshal(map[string]any{"v": 1, "state": "online", "session": 4, "ts": t0, "site": "site-01", "version": "1.4.0",
@@ -28,6 +29,8 @@ func BenchmarkStoreFullHistory(b *testing.B) {
 		for i := range nodes {
 			name := fmt.Sprintf("node-%05d", i)
 			s.Apply(Message{Topic: "edgeheal/v1/" + name + "/status", Payload: st, Received: t0})
+			hist, _ := json.Marshal(fullHistory(name, "site-01", t0, i%600))
+			s.Apply(Message{Topic: "edgeheal/v1/" + name + "/history", Payload: hist, Received: t0})
 			for j := range keepEvents + keepActions {
 				ev, _ := json.Marshal(map[string]any{"v": 1, "node": name, "id": fmt.Sprintf("%s-%03d", name, j), "ts": t0.Add(time.Duration(j) * time.Second),
 					"kind": "action", "target": "flannel-wg/AbCdEfGh", "action": "handshake", "result": "changed", "duration_seconds": 0.004,

@@ -14,3 +14,8 @@ const (
 
 // States are the node states in the order the page and metrics list them.
 var States = []string{StateOnline, StateDegraded, StateLost, StateOffline, StateUnknown}
+
+// knownState reports whether a status's state is one of the wire's.
+func knownState(s string) bool {
+	return s == StateOnline || s == StateDegraded || s == StateOffline || s == StateLost
+}

@@ -9,6 +9,7 @@
 #   containerd runc containernetworking-plugins  real pod sandboxes for the CRI tests
 #   lintian rpm systemd systemd-container dbus  packaging and real-systemd tests
 #   prometheus           promtool: checks and unit-tests the fleet view's alert rules
+#   prometheus-alertmanager  amtool and a real Alertmanager: the fleet view's inhibitions
 #   prometheus-node-exporter  what edgeheal's footprint is measured against (make footprint)
 #   chromium             the fleet page's test in a real headless browser
 #   etcd-server          the storage of the real kube-apiserver of the Kubernetes lab test
@@ -20,7 +21,7 @@ set -eu
 
 pkgs="wireguard-tools mosquitto mosquitto-clients ethtool nftables iproute2 util-linux
 containerd runc containernetworking-plugins
-lintian rpm systemd systemd-container dbus prometheus prometheus-node-exporter chromium etcd-server qemu-user-static make git"
+lintian rpm systemd systemd-container dbus prometheus prometheus-alertmanager prometheus-node-exporter chromium etcd-server qemu-user-static make git"
 
 missing=""
 for p in $pkgs; do

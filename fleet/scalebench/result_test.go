@@ -21,9 +21,12 @@ type Result struct {
 	Sites      int `json:"sites"`
 	BurstNodes int `json:"burst_nodes"`
 
-	SetupSeconds            float64 `json:"setup_seconds"`    // the simulator connecting and publishing every retained status
-	CompleteSeconds         float64 `json:"complete_seconds"` // the view's start until it knows every node
+	SetupSeconds            float64 `json:"setup_seconds"`        // the simulator publishing every retained status and history
+	BrokerFloorSeconds      float64 `json:"broker_floor_seconds"` // a bare client's subscribe until it has every retained message
+	StatusesSeconds         float64 `json:"statuses_seconds"`     // the view's start until it knows every node
+	CompleteSeconds         float64 `json:"complete_seconds"`     // the view's start until it has every node's status and history
 	CPUCompleteSeconds      float64 `json:"cpu_complete_seconds"`
+	RSSCompleteMiB          float64 `json:"rss_complete_mib"` // peak RSS by then
 	SteadyMessagesPerSecond float64 `json:"steady_messages_per_second"`
 	SteadyLagMaxSeconds     float64 `json:"steady_lag_max_seconds"`
 	BurstLostSeconds        float64 `json:"burst_lost_seconds"` // connections cut until the view shows every one lost
@@ -38,6 +41,9 @@ type Result struct {
 	MetricsSeries           int     `json:"metrics_series"`
 	MetricsBytes            int     `json:"metrics_bytes"`
 	MetricsScrapeSeconds    float64 `json:"metrics_scrape_seconds"`
+	PageBytes               int     `json:"page_bytes"` // the console's first screen, /
+	PageSeconds             float64 `json:"page_seconds"`
+	NodePageBytes           int     `json:"node_page_bytes"`
 
 	Messages map[string]uint64 `json:"messages"`
 	Goals    []Goal            `json:"goals"`
@@ -52,14 +58,19 @@ type Goal struct {
 }
 
 func (r *Result) judge() {
+	complete, rss := 5.0, 150.0
+	if r.Nodes > 10000 {
+		complete, rss = 10, 1536
+	}
 	r.Goals = []Goal{
-		{Name: "complete within 5 s of the view's start", Target: 5, Got: r.CompleteSeconds},
+		{Name: fmt.Sprintf("complete (every status and history) within %g s of the view's start", complete), Target: complete, Got: r.CompleteSeconds},
 		{Name: "lag under 2 s during the burst (the view's own, ts to arrival)", Target: 2, Got: r.BurstLagMaxSeconds},
 		{Name: "burst of Wills shown within 2 s (cut to all lost)", Target: 2, Got: r.BurstLostSeconds},
-		{Name: "RSS under 150 MiB (peak, every node's history full)", Target: 150, Got: r.RSSPeakMiB},
+		{Name: fmt.Sprintf("RSS at most %g MiB (peak, every node's history and events full)", rss), Target: rss, Got: r.RSSPeakMiB},
+		{Name: "the first screen at most 100 KB", Target: 100, Got: float64(r.PageBytes) / 1000},
 	}
 	for i := range r.Goals {
-		r.Goals[i].Met = r.Goals[i].Got < r.Goals[i].Target
+		r.Goals[i].Met = r.Goals[i].Got <= r.Goals[i].Target
 	}
 }
 
@@ -67,16 +78,18 @@ func (r *Result) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# The fleet view at %d nodes\n\n", r.Nodes)
 	fmt.Fprintf(&b, "%s, commit %s, %s, %s. %d simulated nodes in %d sites, each on its own MQTT connection with its own Last Will, "+
-		"through a real mosquitto on loopback; the view is the built edgeheal-fleet in a process of its own.\n\n",
-		r.Date, r.Commit, r.Machine, r.Mosquitto, r.Nodes, r.Sites)
+		"through a real mosquitto on loopback; the view is the built edgeheal-fleet in a process of its own.%s\n\n",
+		r.Date, r.Commit, r.Machine, r.Mosquitto, r.Nodes, r.Sites, sharedNote(r.Nodes))
 	b.WriteString("| goal | target | measured | met |\n|---|---|---|---|\n")
 	for _, g := range r.Goals {
 		fmt.Fprintf(&b, "| %s | %g | %.3g | %s |\n", g.Name, g.Target, g.Got, map[bool]string{true: "yes", false: "**no**"}[g.Met])
 	}
 	fmt.Fprintf(&b, "\n| measure | value |\n|---|---|\n")
 	for _, row := range [][2]string{
-		{"simulator: connect and publish every retained status", fmt.Sprintf("%.2f s", r.SetupSeconds)},
-		{"view start → every node known", fmt.Sprintf("%.2f s (CPU %.2f s)", r.CompleteSeconds, r.CPUCompleteSeconds)},
+		{"simulator: publish every retained status and full history", fmt.Sprintf("%.2f s", r.SetupSeconds)},
+		{"the broker alone: a bare client that only acknowledges, subscribe → every retained status and history", fmt.Sprintf("%.2f s", r.BrokerFloorSeconds)},
+		{"view start → every node known", fmt.Sprintf("%.2f s", r.StatusesSeconds)},
+		{"view start → every status and history applied", fmt.Sprintf("%.2f s (CPU %.2f s, RSS peak by then %.1f MiB)", r.CompleteSeconds, r.CPUCompleteSeconds, r.RSSCompleteMiB)},
 		{"steady traffic (heartbeats every 5 min, 10 events/s)", fmt.Sprintf("%.1f messages/s, lag at most %.3f s", r.SteadyMessagesPerSecond, r.SteadyLagMaxSeconds)},
 		{fmt.Sprintf("burst: %d connections of %s cut → all lost", r.BurstNodes, burstSite), fmt.Sprintf("%.2f s", r.BurstLostSeconds)},
 		{"burst: reconnects with a higher session → all online", fmt.Sprintf("%.2f s, lag at most %.3f s", r.BurstBackSeconds, r.BurstLagMaxSeconds)},
@@ -84,6 +97,7 @@ func (r *Result) markdown() string {
 		{"RSS now / peak (after the history)", fmt.Sprintf("%.1f / %.1f MiB", r.RSSMiB, r.RSSPeakMiB)},
 		{"CPU over the whole run", fmt.Sprintf("%.2f s", r.CPUSeconds)},
 		{"/metrics", fmt.Sprintf("%d series, %d KiB, scraped in %.3f s", r.MetricsSeries, r.MetricsBytes/1024, r.MetricsScrapeSeconds)},
+		{"the console's first screen (/)", fmt.Sprintf("%d bytes, served in %.3f s; a node's page %d bytes", r.PageBytes, r.PageSeconds, r.NodePageBytes)},
 	} {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], row[1])
 	}
@@ -98,10 +112,19 @@ func (r *Result) write(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "fleet-scale.json"), append(j, '\n'), 0o644); err != nil {
+	name := fmt.Sprintf("fleet-scale-%d", r.Nodes)
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(j, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "fleet-scale.md"), []byte(r.markdown()), 0o644)
+	return os.WriteFile(filepath.Join(dir, name+".md"), []byte(r.markdown()), 0o644)
+}
+
+func sharedNote(n int) string {
+	if n <= ownConnections {
+		return ""
+	}
+	return fmt.Sprintf(" Beyond %d connections a machine's open files and loopback ports run out: the %d nodes of the site that goes lost have "+
+		"their own connection and Will, the others publish through shared connections of 1,000 nodes each (the view cannot tell).", ownConnections, n/sites)
 }
 
 func machine() string {

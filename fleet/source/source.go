@@ -15,6 +15,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime"
+	"strings"
+	"sync"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -37,16 +40,17 @@ type Options struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
-// Topics are the subscriptions of a view: every node's status, never
-// shared (each instance needs every state), and the events, shared when
-// the group is set.
-func Topics(m fleet.MQTT) (status, events string) {
+// Topics are the subscriptions of a view: every node's status and
+// retained history, never shared (each instance needs every node's
+// state and past), and the events, shared when the group is set.
+func Topics(m fleet.MQTT) (status, history, events string) {
 	status = m.TopicPrefix + "/+/status"
+	history = m.TopicPrefix + "/+/history"
 	events = m.TopicPrefix + "/+/event"
 	if m.Share != "" {
 		events = "$share/" + m.Share + "/" + events
 	}
-	return status, events
+	return status, history, events
 }
 
 // ClientID is the configured client id, or edgeheal-fleet-<hostname>: it
@@ -86,6 +90,22 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Now = time.Now
 	}
 	r := &runner{opts: opts, broker: addr, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
+	r.histories, r.done = make(chan fleet.Message, 256), make(chan struct{})
+	var workers sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		workers.Go(func() {
+			for {
+				select {
+				case m := <-r.histories:
+					opts.Store.Apply(opts.Store.Prepare(m))
+				case <-r.done:
+					return
+				}
+			}
+		})
+	}
+	defer workers.Wait()
+	defer close(r.done)
 	limit := time.Second
 	for {
 		err := r.session(ctx)
@@ -109,6 +129,12 @@ type runner struct {
 	opts   Options
 	broker broker.URL
 	log    *slog.Logger
+	// histories go to workers that decode them on every core: a view
+	// reads every node's at its start (statuses and events keep the
+	// broker's order on the handler's goroutine; a history carries its
+	// time, and the store keeps the newest).
+	histories chan fleet.Message
+	done      chan struct{} // closed when Run returns
 }
 
 // session is one connection: connect, subscribe, then wait for its loss.
@@ -118,15 +144,15 @@ func (r *runner) session(ctx context.Context) error {
 		return err
 	}
 	defer c.Disconnect(250)
-	status, events := Topics(r.opts.MQTT)
-	tok := c.SubscribeMultiple(map[string]byte{status: 1, events: 1}, nil)
+	status, history, events := Topics(r.opts.MQTT)
+	tok := c.SubscribeMultiple(map[string]byte{status: 1, history: 1, events: 1}, nil)
 	if !tok.WaitTimeout(r.opts.DialTimeout) {
 		return fmt.Errorf("subscribing: no SUBACK within %s", r.opts.DialTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return fmt.Errorf("subscribing to %s and %s: %w", status, events, err)
+		return fmt.Errorf("subscribing to %s, %s and %s: %w", status, history, events, err)
 	}
-	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s and %s", r.opts.MQTT.Broker, status, events))
+	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s, %s and %s", r.opts.MQTT.Broker, status, history, events))
 	r.log.Info("mqtt connected", "status_topic", status, "event_topic", events)
 	select {
 	case <-ctx.Done():
@@ -161,7 +187,15 @@ func (r *runner) connect() (paho.Client, chan error, error) {
 		SetPingTimeout(10 * time.Second).
 		SetOrderMatters(true). // one handler at a time, in the broker's order
 		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			store.Apply(fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()})
+			msg := fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()}
+			if strings.HasSuffix(msg.Topic, "/history") {
+				select {
+				case r.histories <- msg:
+				case <-r.done:
+				}
+				return
+			}
+			store.Apply(msg)
 		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			select {

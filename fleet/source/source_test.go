@@ -188,7 +188,7 @@ func startView(t *testing.T, c *cloud, share, clientID string) *view {
 		done <- source.Run(ctx, source.Options{MQTT: withShare(cfg, share), Store: store,
 			DialTimeout: 3 * time.Second, MaxBackoff: time.Second})
 	}()
-	srv := httptest.NewServer(web.Handler(web.Options{Store: store, Version: "test"}))
+	srv := httptest.NewServer(web.Handler(web.Options{Store: store, Version: "test", Auth: fleet.Auth{Disabled: true}}))
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -15,12 +15,23 @@ import (
 // Cardinality, for N nodes in S sites (docs/fleet.md, "Metrics"): two
 // series per node (state, last seen), 5·S for the fleet counts, a few
 // dozen for the view itself; per-node incident and last-hour event series
-// exist only for nodes that have them, so a quiet fleet of 10,000 nodes is
-// about 20,000 series.
+// exist only for nodes that have them, and their kinds come from closed
+// sets (fleet.EventKinds, fleet.IncidentKinds: anything else is "other"),
+// so no node can make more than a bounded number of series.
 type Collector struct {
 	store   *fleet.Store
 	version string
 	now     func() time.Time
+	sub     Subscription
+}
+
+// Subscription is how this instance gets the events, for the alert rules
+// that must add up several instances: Events is "shared" (a share group:
+// the instances of one Group each get a part) or "all" (this instance
+// gets every event; Group is its own client id).
+type Subscription struct {
+	Events string
+	Group  string
 }
 
 var (
@@ -34,20 +45,25 @@ var (
 	descEvents     = prometheus.NewDesc("edgeheal_fleet_events_total", "Events applied since the view started, by kind.", []string{"kind"}, nil)
 	descMessages   = prometheus.NewDesc("edgeheal_fleet_messages_total", "Messages received by type (status, will, event) and result (applied, stale, duplicate, invalid, removed).", []string{"type", "result"}, nil)
 	descConnected  = prometheus.NewDesc("edgeheal_fleet_connected", "1 while the view is connected and subscribed to the broker.", nil, nil)
-	descLag        = prometheus.NewDesc("edgeheal_fleet_lag_seconds", "The largest delay, over the last 10 s, between a live message's ts and its arrival.", nil, nil)
+	descLag        = prometheus.NewDesc("edgeheal_fleet_lag_seconds", "The median delay of the live messages of the last 10 s, each above its node's clock offset, outbox replays left out.", nil, nil)
+	descLagMax     = prometheus.NewDesc("edgeheal_fleet_lag_max_seconds", "The largest raw delay (arrival - ts) of the live messages of the last 10 s, clock offsets included.", nil, nil)
+	descSub        = prometheus.NewDesc("edgeheal_fleet_subscription_info", "Always 1: how this instance gets the events (events: shared or all) and its group (the share group, or its client id).", []string{"events", "group"}, nil)
 	descRate       = prometheus.NewDesc("edgeheal_fleet_messages_per_second", "Messages received per second over the last 10 s.", nil, nil)
 	descLastMsg    = prometheus.NewDesc("edgeheal_fleet_last_message_timestamp_seconds", "When the view last received a message.", nil, nil)
 )
 
 // NewCollector returns the collector of store's metrics.
-func NewCollector(store *fleet.Store, version string, now func() time.Time) *Collector {
-	return &Collector{store: store, version: version, now: now}
+func NewCollector(store *fleet.Store, version string, now func() time.Time, sub Subscription) *Collector {
+	if sub.Events == "" {
+		sub.Events = "all"
+	}
+	return &Collector{store: store, version: version, now: now, sub: sub}
 }
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descNodes, descNodeState, descLastSeen, descNodeOpen, descNodeEvents,
-		descOpen, descEvents, descMessages, descConnected, descLag, descRate, descLastMsg} {
+		descOpen, descEvents, descMessages, descConnected, descLag, descLagMax, descSub, descRate, descLastMsg} {
 		ch <- d
 	}
 }
@@ -86,16 +102,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	h := c.store.Health(now)
-	for _, kind := range []string{"peer", "workload"} {
+	for _, kind := range fleet.IncidentKinds {
 		gauge(descOpen, float64(h.OpenIncidents[kind]), kind)
 	}
-	for k, v := range h.OpenIncidents {
-		if k != "peer" && k != "workload" {
-			gauge(descOpen, float64(v), k)
-		}
-	}
-	for k, v := range h.Events {
-		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(v), k)
+	for _, k := range fleet.EventKinds {
+		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(h.Events[k]), k)
 	}
 	for k, v := range h.Messages {
 		typ, res, _ := strings.Cut(k, "/")
@@ -107,6 +118,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descConnected, connected)
 	gauge(descLag, h.LagSeconds)
+	gauge(descLagMax, h.LagMaxSeconds)
+	gauge(descSub, 1, c.sub.Events, c.sub.Group)
 	gauge(descRate, h.MessageRate)
 	if !h.LastMessage.IsZero() {
 		gauge(descLastMsg, float64(h.LastMessage.UnixMilli())/1e3)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeheal/edgeheal/fleet/web"
 	"github.com/edgeheal/edgeheal/internal/testsupport"
 	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
 	"github.com/edgeheal/edgeheal/internal/testsupport/systemdlab"
@@ -50,6 +51,9 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 			labNet = fmt.Sprintf("/proc/%d/ns/net", s.PID)
 			broker = mosquitto.Start(t, mosquitto.Options{Netns: labNet})
 			writeConfig(t, filepath.Join(dir, "etc-fleet/config.yaml"), fmt.Sprintf("mqtt: {broker: %q}\nlisten: 127.0.0.1:9470\n", broker.PlainURL()))
+			// The door is on as shipped: Prometheus's token in the default
+			// users file, readable by the dynamic user (it holds hashes only).
+			writeConfig(t, filepath.Join(dir, "etc-fleet/users"), web.TokenLine("prometheus", "pkg-token")+"\n")
 		})
 	defer conn.Close()
 	if res := job(ctx, t, "start", func(ch chan<- string) (int, error) {
@@ -76,7 +80,9 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 	client := labHTTP(labNet)
 	want := `edgeheal_fleet_node_state{node="pkg-node",site="pkg-site",state="online"} 1`
 	testsupport.WaitFor(t, 30*time.Second, "the sandboxed view's /metrics shows the node", func() bool {
-		resp, err := client.Get("http://127.0.0.1:9470/metrics")
+		req, _ := http.NewRequest("GET", "http://127.0.0.1:9470/metrics", nil)
+		req.Header.Set("Authorization", "Bearer pkg-token")
+		resp, err := client.Do(req)
 		if err != nil {
 			return false
 		}
@@ -84,6 +90,11 @@ func TestLabFleetUnitUnderRealSystemd(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(body), want) && strings.Contains(string(body), "edgeheal_fleet_connected 1")
 	})
+	if resp, err := client.Get("http://127.0.0.1:9470/metrics"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/metrics without the token: %v, %v; want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }
 
 // procStatus is /proc/<pid>/status of a process in the lab, each value

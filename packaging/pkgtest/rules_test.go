@@ -44,7 +44,7 @@ var fleetMetric = regexp.MustCompile(`edgeheal_fleet_[a-z_]+`)
 // exports: a renamed metric must not leave an alert that can never fire.
 func TestFleetAlertRulesUseTheViewsMetrics(t *testing.T) {
 	ch := make(chan *prometheus.Desc, 64)
-	web.NewCollector(fleet.NewStore("edgeheal/v1"), "test", time.Now).Describe(ch)
+	web.NewCollector(fleet.NewStore("edgeheal/v1"), "test", time.Now, web.Subscription{}).Describe(ch)
 	close(ch)
 	exported := map[string]bool{}
 	name := regexp.MustCompile(`fqName: "([^"]+)"`)
