@@ -20,14 +20,9 @@ type Message struct {
 }
 
 type decoded struct {
-	hd  *historyDecoder // back to historyDecoders once applied
-	h   *wire.History   // hd's
+	h   wire.History
 	err error
 }
-
-// historyDecoders are the decoders Prepare uses, each with its room and
-// its strings.
-var historyDecoders = sync.Pool{New: func() any { return new(historyDecoder) }}
 
 // Prepare does the part of Apply that needs no lock and returns the
 // message to Apply: it decodes a history, the largest payload, which a
@@ -35,9 +30,8 @@ var historyDecoders = sync.Pool{New: func() any { return new(historyDecoder) }}
 // while one applies.
 func (s *Store) Prepare(m Message) Message {
 	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
-		hd := historyDecoders.Get().(*historyDecoder)
-		h, err := hd.decode(m.Payload)
-		m.history = &decoded{hd, h, err}
+		h, err := wire.DecodeHistory(m.Payload)
+		m.history = &decoded{h, err}
 	}
 	return m
 }
@@ -236,8 +230,7 @@ func (s *Store) applyHistory(name string, m Message) Result {
 	if m.history == nil {
 		m = s.Prepare(m)
 	}
-	defer historyDecoders.Put(m.history.hd)
-	h, err := *m.history.h, m.history.err
+	h, err := m.history.h, m.history.err
 	if err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return Invalid
