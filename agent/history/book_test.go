@@ -1,6 +1,7 @@
 package history
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -339,4 +340,53 @@ func TestTargetsBeyondTheBoundShareOneAccountCountedOnce(t *testing.T) {
 	if in := h.Incidents[0]; in.Target != last || in.HealedBy != "handshake" || in.DurationSeconds != 3 || others.Incidents != 1 {
 		t.Errorf("the incident of a target beyond the bound: %+v (others counts %d); want it closed by its handshake after 3 s", in, others.Incidents)
 	}
+}
+
+// After a restart, with the wall clock stepped an hour either way while
+// the agent was down, the history says the same: the same incidents with
+// the same durations, the same totals per target.
+func TestARestartWithTheClockSteppedAnHourKeepsTheFigures(t *testing.T) {
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := Open(dir, "edge-17", "plant-7", 10*time.Second, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := sweep(b, t0, 5, peer(wire.CheckOK))
+			at = darkFor(b, at, 10, "i1")
+			at = sweep(b, at, 5, peer(wire.CheckOK))
+			at = darkFor(b, at, 20, "i2")
+			at = sweep(b, at, 5, peer(wire.CheckOK))
+			if err := (&Keeper{Book: b, Dir: dir}).Run(canceled()); err != nil {
+				t.Fatal(err)
+			}
+			before := b.Snapshot(at, true)
+
+			stepped := at.Add(step)
+			again, err := Open(dir, "edge-17", "plant-7", 10*time.Second, stepped)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The first sweep after the start is the baseline: nothing
+			// of the time the agent was down, or of the step, counts.
+			again.Observe([]wire.Check{peer(wire.CheckOK)}, stepped)
+			after := again.Snapshot(stepped, true)
+			if diff := cmp.Diff(before.Incidents, after.Incidents); diff != "" {
+				t.Errorf("incidents after a restart and a clock step of %s (-before +after):\n%s", step, diff)
+			}
+			if diff := cmp.Diff(before.Targets, after.Targets); diff != "" {
+				t.Errorf("targets after a restart and a clock step of %s (-before +after):\n%s", step, diff)
+			}
+			if got := []float64{after.Incidents[1].DurationSeconds, after.Incidents[0].DurationSeconds}; got[0] != 10 || got[1] != 20 {
+				t.Errorf("incidents of %v s, want 10 and 20", got)
+			}
+		})
+	}
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
