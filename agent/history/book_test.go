@@ -390,3 +390,23 @@ func canceled() context.Context {
 	cancel()
 	return ctx
 }
+
+// An incident that runs across midnight UTC counts its seconds in the
+// day each of them was in, and opens in the day it began.
+func TestAnIncidentAcrossMidnightCountsInBothDays(t *testing.T) {
+	b := New("n", "", 10*time.Second)
+	start := time.Date(2026, 12, 3, 23, 59, 50, 0, time.UTC)
+	at := sweep(b, start, 3, peer(wire.CheckOK))
+	at = darkFor(b, at, 20, "i") // 23:59:53 to 00:00:13
+	h := b.Snapshot(at, true)
+	n := len(h.Days.Dark)
+	if got := []int{h.Days.Dark[n-2], h.Days.Dark[n-1]}; got[0] != 7 || got[1] != 13 {
+		t.Errorf("dark seconds of the two days %v, want 7 before midnight and 13 after", got)
+	}
+	if got := []int{h.Days.Incidents[n-2], h.Days.Incidents[n-1]}; got[0] != 1 || got[1] != 0 {
+		t.Errorf("incidents of the two days %v, want it counted in the day it began", got)
+	}
+	if in := h.Incidents[0]; in.DurationSeconds != 20 {
+		t.Errorf("incident %+v, want 20 s", in)
+	}
+}
