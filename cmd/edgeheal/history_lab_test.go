@@ -93,8 +93,15 @@ report:
 		t.Fatalf("before any fault the history has %d incidents (read: %v), want none", len(h.Incidents), ok)
 	}
 
+	// The cloud listens from the start: what the node delivers before the
+	// broker stops reaches this subscriber, what it keeps for later reaches
+	// the one that subscribes once the broker is back.
+	events := make(chan mqtt.Message, 10000)
+	early := cloudSubscriber(t, l, "edgeheal/v1/"+node+"/#", events)
+	defer early.Disconnect(100)
+
 	// Dark for 10 s, the broker up (the blackhole cuts the node's reports
-	// too: the cloud hears of it afterwards).
+	// too: the cloud hears of it afterwards, or once the broker is back).
 	const first, second = 10 * time.Second, 20 * time.Second
 	if err := l.Blackhole(first); err != nil {
 		t.Fatal(err)
@@ -130,7 +137,6 @@ report:
 
 	// The broker back: every event of both incidents reaches the cloud,
 	// and so does the history with both.
-	events := make(chan mqtt.Message, 1000)
 	if err := l.StartBroker(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +144,7 @@ report:
 	defer sub.Disconnect(100)
 	actions := map[string][]string{} // incident id → the actions the events reported during it
 	recovered := map[string]bool{}
+	seen := map[string]bool{} // event ids: the two subscribers may both hear one
 	var cloudHistory wire.History
 	testsupport.WaitFor(t, 60*time.Second, "both incidents' events and a history with both at the cloud", func() bool {
 		for {
@@ -150,9 +157,10 @@ report:
 					}
 				case strings.HasSuffix(m.Topic(), "/event"):
 					var e wire.EventMessage
-					if json.Unmarshal(m.Payload(), &e) != nil {
+					if json.Unmarshal(m.Payload(), &e) != nil || seen[e.ID] {
 						continue
 					}
+					seen[e.ID] = true
 					for _, in := range local {
 						if e.Time.Before(in.Start) || e.Time.After(in.End) {
 							continue
