@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/edgeheal/edgeheal/agent/clock"
 	"github.com/edgeheal/edgeheal/agent/core"
 	"github.com/edgeheal/edgeheal/agent/offload"
 	"github.com/edgeheal/edgeheal/agent/tunnel"
 	"github.com/edgeheal/edgeheal/agent/workload"
+	"github.com/edgeheal/edgeheal/broker"
 	"github.com/edgeheal/edgeheal/configs"
 	"github.com/edgeheal/edgeheal/wire"
 )
@@ -47,9 +49,10 @@ func buildParts(cfg *configs.Config, o Options) *parts {
 		p.clock = clock.New(o.OS.Clock)
 		p.all = append(p.all, p.clock)
 	}
+	own := ownProbes(cfg)
 	for _, t := range cfg.Tunnels {
 		tc := tunnel.Config{Tunnel: t, Policy: cfg.Policy, DryRun: cfg.DryRun, OS: o.OS, Clock: p.clock,
-			Ledger: o.Ledger, Log: o.Log.With("component", "tunnel"), Emit: o.Emit, OnProbe: o.OnProbe}
+			Ledger: o.Ledger, OwnProbes: own, Log: o.Log.With("component", "tunnel"), Emit: o.Emit, OnProbe: o.OnProbe}
 		if p.offload != nil {
 			tc.Offload = p.offload
 		}
@@ -165,4 +168,25 @@ func CheckNode(ctx context.Context, cfg *configs.Config, os core.OS, log *slog.L
 		rep.Healthy = rep.Healthy && c.Healthy
 	}
 	return rep, nil
+}
+
+// ownProbes are the host:port every probe of edgeheal's connects to (the
+// tunnels' TCP probes, the workloads' brokers from the pod and from the
+// host): they open a connection every round, which the path-MTU check's
+// traffic watch must not take for traffic.
+func ownProbes(cfg *configs.Config) []string {
+	var out []string
+	for _, t := range cfg.Tunnels {
+		if hp, ok := strings.CutPrefix(t.Probe.Target, "tcp://"); ok {
+			out = append(out, hp)
+		}
+	}
+	for _, w := range cfg.Workloads {
+		for _, b := range []string{w.MQTT.Broker, w.MQTT.HostBroker} {
+			if u, err := broker.ParseURL(b); err == nil && b != "" {
+				out = append(out, u.Addr())
+			}
+		}
+	}
+	return out
 }

@@ -11,8 +11,8 @@ import (
 
 // Cleanup undoes what edgeheal changed on the node that outlives the
 // agent, for an uninstall (`edgeheal cleanup`, run by the packages'
-// maintainer scripts): every path-MTU clamp table (nftables, inet
-// edgeheal-*) goes, and a tunnel MTU edgeheal lowered goes back to what it
+// maintainer scripts): every path-MTU table (nftables, inet edgeheal-*:
+// the clamps and the traffic watches) goes, and a tunnel MTU edgeheal lowered goes back to what it
 // was, if the tunnel still has the MTU edgeheal set (one that Flannel or
 // an operator set since is theirs). It changes nothing else: the offload
 // guard's and the keepalive's settings are the configuration the node

@@ -85,7 +85,7 @@ func TestParseElementDefaults(t *testing.T) {
 		Probe:       Probe{Interval: Duration(time.Second), Timeout: Duration(time.Second), Misses: 3},
 		Heal:        []string{"reassert", "reresolve", "handshake", "rebind", "bounce", "restart-unit"},
 		RebindPorts: "51830-51899",
-		PathMTU:     PathMTU{Check: true, Repair: true, Interval: Duration(2 * time.Second), RelaxAfter: Duration(2 * time.Minute)},
+		PathMTU:     PathMTU{Check: true, Repair: true, Interval: Duration(2 * time.Second), IdleInterval: Duration(15 * time.Minute), ChecksPerHour: 30, RelaxAfter: Duration(2 * time.Minute)},
 	}
 	if diff := cmp.Diff(want, tun); diff != "" {
 		t.Errorf("an explicit 0s keepalive must stay 0s and the rest take defaults (-want +got):\n%s", diff)
@@ -140,6 +140,9 @@ func TestParseProblems(t *testing.T) {
 				`f.yaml: tunnels[0].path_mtu.uplink_target: "icmp://x": icmp probes need an IP address, e.g. icmp://10.42.0.1`}},
 		{"a path MTU interval too short", "tunnels:\n  - interface: wg0\n    path_mtu: {interval: 100ms}\n",
 			[]string{`f.yaml: tunnels[0].path_mtu.interval: 100ms is out of range (500ms..3600s)`}},
+		{"a path MTU idle interval shorter than its interval, no checks an hour", "tunnels:\n  - interface: wg0\n    path_mtu: {interval: 20m, idle_interval: 10m, checks_per_hour: 0}\n",
+			[]string{`f.yaml: tunnels[0].path_mtu.idle_interval: 600s is shorter than interval (1200s): the idle interval is the longer one`,
+				`f.yaml: tunnels[0].path_mtu.checks_per_hour: 0 is out of range (1..7200)`}},
 		{"a rebind port out of range", "tunnels:\n  - interface: wg0\n    rebind_ports: 70000\n",
 			[]string{`f.yaml: tunnels[0].rebind_ports: "70000": "70000" is not a UDP port (1..65535)`}},
 		{"a malformed public key", "tunnels:\n  - interface: wg0\n    peers: [abc]\n",

@@ -271,6 +271,13 @@ func (v *validator) pathMTU(p string, t Tunnel) {
 		}
 	}
 	v.durRange(p+".interval", m.Interval, 500*time.Millisecond, time.Hour)
+	v.durRange(p+".idle_interval", m.IdleInterval, time.Minute, 24*time.Hour)
+	if m.IdleInterval < m.Interval {
+		v.add(p+".idle_interval", "%s is shorter than interval (%s): the idle interval is the longer one", fmtDur(m.IdleInterval), fmtDur(m.Interval))
+	}
+	if m.ChecksPerHour < 1 || m.ChecksPerHour > 7200 {
+		v.add(p+".checks_per_hour", "%d is out of range (1..7200)", m.ChecksPerHour)
+	}
 	v.durRange(p+".relax_after", m.RelaxAfter, 0, 24*time.Hour)
 }
 

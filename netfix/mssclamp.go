@@ -161,8 +161,9 @@ func EnsureMSSClamp(ctx context.Context, nft NFT, want MSSClamp, dryRun bool) (R
 	return r, nil
 }
 
-// RemoveMSSClamps deletes every clamp table (every inet table whose name
-// starts with ClampTablePrefix), for an uninstall. It returns what it
+// RemoveMSSClamps deletes every clamp table and every traffic watch
+// (every inet table whose name starts with ClampTablePrefix), for an
+// uninstall. It returns what it
 // removed and changes nothing else.
 func RemoveMSSClamps(ctx context.Context, nft NFT) (Result, error) {
 	r := Result{Action: "mss-clamp-remove", Target: ClampTablePrefix + "*"}
@@ -197,7 +198,7 @@ func ListMSSClamps(nft NFT) ([]MSSClamp, error) {
 	}
 	var out []MSSClamp
 	for _, t := range tables {
-		if !strings.HasPrefix(t.Name, ClampTablePrefix) {
+		if !strings.HasPrefix(t.Name, ClampTablePrefix) || isWatchTable(t.Name) {
 			continue
 		}
 		c, ok, err := ReadMSSClamp(nft, t.Name)

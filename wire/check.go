@@ -96,6 +96,15 @@ type PathMTUInfo struct {
 	// back; edgeheal leaves it there and keeps the clamp.
 	Fighting  bool      `json:"fighting,omitempty"`
 	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// Because says why the last check ran: traffic a smaller path would
+	// hurt, the idle interval, a workload's hint.
+	Because string `json:"because,omitempty"`
+	// Checks counts the checks since the agent started (each about 6.3 KB
+	// on the uplink when the full size crosses).
+	Checks uint64 `json:"checks,omitempty"`
+	// Watch is the nftables table (family inet) whose counters decide when
+	// the path is checked; empty: none (a dry run), checked every interval.
+	Watch string `json:"watch,omitempty"`
 }
 
 // PathInfo is one way of a path: the link it leaves by, the largest packet

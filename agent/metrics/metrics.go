@@ -49,6 +49,7 @@ type Metrics struct {
 	incidentDur   *vec
 	pathMTU       *vec
 	clampMTU      *vec
+	mtuChecks     *vec
 	checks        map[[2]string]string   // (kind, target) → state, to delete stale series
 	paths         map[string][][3]string // a path-mtu check's target → its path series' labels
 	history       func() []TargetTotal
@@ -109,6 +110,8 @@ func New(opts Options) *Metrics {
 			"The largest IP packet that crossed a tunnel's path (path tunnel: through it; uplink: over the uplink, outside it), measured with DF echoes.", "interface", "link", "path"),
 		clampMTU: newVec(typeGauge, "edgeheal_path_mtu_clamp_bytes",
 			"The path MTU edgeheal clamps a link's TCP MSS to, while the path carries less than the link sends.", "interface", "link", "path"),
+		mtuChecks: newVec(typeCounter, "edgeheal_path_mtu_checks_total",
+			"Path-MTU checks made since the agent started, each a full-size DF echo each way of each path when the full size crosses (about 6.3 KB on the uplink).", "interface"),
 		checks:  map[[2]string]string{},
 		paths:   map[string][][3]string{},
 		history: opts.History,
@@ -182,7 +185,7 @@ func (m *Metrics) WriteText(b *bytes.Buffer) {
 	}
 	m.mu.Lock()
 	for _, v := range []*vec{m.buildInfo, m.checkState, m.checkHealthy, m.handshakeAge, m.probeDuration,
-		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime, m.incidentDur, m.pathMTU, m.clampMTU} {
+		m.remediations, m.offloadDrift, m.events, m.reloadOK, m.reloadTime, m.incidentDur, m.pathMTU, m.clampMTU, m.mtuChecks} {
 		es = append(es, entry{v.name, func() { v.write(b) }})
 	}
 	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.name, b.name) })
@@ -250,8 +253,10 @@ func (m *Metrics) setPaths(tunnel string, info *wire.PathMTUInfo) {
 	}
 	delete(m.paths, tunnel)
 	if info == nil {
+		m.mtuChecks.delete(tunnel)
 		return
 	}
+	m.mtuChecks.with(tunnel).v = float64(info.Checks)
 	for _, p := range []struct {
 		name string
 		info *wire.PathInfo

@@ -169,9 +169,12 @@ func TestPathMTUSeriesFollowTheCheck(t *testing.T) {
 	m := New(Options{Version: "x"})
 	clamped := wire.Check{Kind: wire.KindPathMTU, Target: "wg0", State: wire.CheckPathClamped, Healthy: true, PathMTU: &wire.PathMTUInfo{
 		Tunnel: &wire.PathInfo{Link: "wg0", LinkMTU: 1420, PathMTU: 1328, ClampMTU: 1328},
-		Uplink: &wire.PathInfo{Link: "wwan0", LinkMTU: 1500, PathMTU: 1400, ClampMTU: 1400}}}
+		Uplink: &wire.PathInfo{Link: "wwan0", LinkMTU: 1500, PathMTU: 1400, ClampMTU: 1400}, Checks: 7}}
 	m.SetChecks([]wire.Check{clamped})
 	mfs := gather(t, m)
+	if v, ok := value(mfs, "edgeheal_path_mtu_checks_total", "interface=wg0"); !ok || v != 7 {
+		t.Errorf("edgeheal_path_mtu_checks_total = %v, %v; want 7", v, ok)
+	}
 	for _, tc := range []struct {
 		name, path, link string
 		want             float64
@@ -196,8 +199,12 @@ func TestPathMTUSeriesFollowTheCheck(t *testing.T) {
 		}
 	}
 	m.SetChecks(nil)
-	if _, ok := value(gather(t, m), "edgeheal_path_mtu_bytes", "interface=wg0", "link=wg0", "path=tunnel"); ok {
+	mfs = gather(t, m)
+	if _, ok := value(mfs, "edgeheal_path_mtu_bytes", "interface=wg0", "link=wg0", "path=tunnel"); ok {
 		t.Error("the series outlives its check")
+	}
+	if _, ok := value(mfs, "edgeheal_path_mtu_checks_total", "interface=wg0"); ok {
+		t.Error("the checks counter outlives its check")
 	}
 }
 

@@ -42,10 +42,14 @@ type Config struct {
 	// Ledger keeps the budget, the action in flight and the open
 	// incidents across reloads and restarts; nil: a ledger of the
 	// monitor's own, in memory (edgeheal check).
-	Ledger  *Ledger
-	Log     *slog.Logger           // nil: nothing is logged
-	Emit    core.Emit              // nil: events are dropped; must not block
-	OnProbe func(core.ProbeSample) // nil: probes are not reported
+	Ledger *Ledger
+	// OwnProbes are the host:port that edgeheal's other probes connect to
+	// (the workloads' brokers): the path-MTU check's traffic watch does
+	// not count them, nor this tunnel's own probe.
+	OwnProbes []string
+	Log       *slog.Logger           // nil: nothing is logged
+	Emit      core.Emit              // nil: events are dropped; must not block
+	OnProbe   func(core.ProbeSample) // nil: probes are not reported
 }
 
 // Monitor watches the peers of one WireGuard tunnel and runs the
@@ -166,6 +170,7 @@ func New(cfg Config) *Monitor {
 	if ledger == nil {
 		ledger, _ = OpenLedger("", time.Time{}, nil)
 	}
+	m.spec.mtu.own = append(m.spec.mtu.own, cfg.OwnProbes...)
 	m.book = ledger.book(cfg.Tunnel.Interface)
 	m.seeds = m.book.peers(cfg.Tunnel.Heal)
 	if m.log == nil {

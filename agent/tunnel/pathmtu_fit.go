@@ -155,6 +155,9 @@ func (m *Monitor) mtuReport(before mtuPhase, now time.Time) {
 func (m *Monitor) adoptMTU(ctx context.Context, now time.Time) {
 	x := &m.mtu
 	x.adopted = true
+	if !m.spec.mtu.on {
+		m.removeWatch(ctx)
+	}
 	links, linkMTU, err := m.readClamp()
 	if err != nil {
 		m.log.Warn("path MTU: cannot read the clamp table", "err", err)

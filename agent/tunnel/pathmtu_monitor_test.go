@@ -24,12 +24,22 @@ var (
 	mtuUplinkTarget = netip.MustParseAddr("203.0.113.1")
 )
 
-// mtuTestConfig is the test tunnel with its path MTU checked every 2 s and
+// mtuTestConfig is the test tunnel with its path MTU checked every 2 s
+// while traffic crosses it (a budget that never runs out in a test) and
 // relaxed after 30 s.
 func mtuTestConfig() configs.Tunnel {
 	t := tunnelTestConfig()
-	t.PathMTU = configs.PathMTU{Check: true, Repair: true, Interval: configs.Duration(2 * time.Second), RelaxAfter: configs.Duration(30 * time.Second)}
+	t.PathMTU = configs.PathMTU{Check: true, Repair: true, Interval: configs.Duration(2 * time.Second),
+		IdleInterval: configs.Duration(15 * time.Minute), ChecksPerHour: 3600, RelaxAfter: configs.Duration(30 * time.Second)}
 	return t
+}
+
+// newMTUWorld is a tunnelWorld whose links always carry traffic that a
+// smaller path would hurt: every read of the traffic watch finds more.
+func newMTUWorld() *tunnelWorld {
+	w := newTunnelWorld(1, 20*tsec)
+	w.nft.Busy = true
+	return w
 }
 
 // carrier makes the carrier path carry IP packets up to mtu, silently
@@ -85,7 +95,7 @@ var mtuClamps = []netfix.LinkClamp{{Link: "wg0", PathMTU: 1328, MTUBefore: 1420}
 
 func TestPathMTUMonitorClampsABlackholeAndRelaxesWhenThePathGrows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1500)
 		h := startTunnelMonitor(t, w, mtuTestConfig(), tunnelTestPolicy(), false)
 		defer h.stop()
@@ -135,7 +145,7 @@ func TestPathMTUMonitorClampsABlackholeAndRelaxesWhenThePathGrows(t *testing.T) 
 
 func TestPathMTUMonitorNoticesFlannelResettingTheMTUAndDoesNotFightIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1400)
 		h := startTunnelMonitor(t, w, mtuTestConfig(), tunnelTestPolicy(), false)
 		defer h.stop()
@@ -183,7 +193,7 @@ func (h *tunnelHarness) mtuEvents(result string) []string {
 // again, and then it is.
 func TestPathMTUMonitorLeavesADarkTunnelToTheLadder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1500)
 		h := startTunnelMonitor(t, w, mtuTestConfig(), tunnelTestPolicy(), false)
 		defer h.stop()
@@ -215,7 +225,7 @@ func TestPathMTUMonitorLeavesADarkTunnelToTheLadder(t *testing.T) {
 // and the tunnel's MTU is not guessed.
 func TestPathMTUMonitorWithASilentProbeTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1400)
 		w.pmtu.SetPath(mtuTunnelTarget, 0)
 		h := startTunnelMonitor(t, w, mtuTestConfig(), tunnelTestPolicy(), false)
@@ -230,7 +240,7 @@ func TestPathMTUMonitorWithASilentProbeTarget(t *testing.T) {
 // without a new incident, and relaxes it once the path has grown.
 func TestPathMTUMonitorTakesOverTheClampAPreviousRunLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1400)
 		if _, err := netfix.EnsureMSSClamp(t.Context(), w.nft, netfix.MSSClamp{Table: netfix.ClampTable("wg0"), Links: mtuClamps}, false); err != nil {
 			t.Fatal(err)
@@ -252,7 +262,7 @@ func TestPathMTUMonitorTakesOverTheClampAPreviousRunLeft(t *testing.T) {
 
 func TestPathMTUMonitorDryRunSaysWhatItWouldDoOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1400)
 		h := startTunnelMonitor(t, w, mtuTestConfig(), tunnelTestPolicy(), true)
 		defer h.stop()
@@ -262,6 +272,9 @@ func TestPathMTUMonitorDryRunSaysWhatItWouldDoOnce(t *testing.T) {
 			"0s action wg0 mss-clamp dry-run",
 			"0s action wg0 link-mtu dry-run")
 		h.wantNode("dry run: nothing changed", 1420)
+		if got := w.nft.Tables(); len(got) != 0 {
+			t.Errorf("a dry run wrote the tables %v", got)
+		}
 		h.wantPathMTU("dry run", mtuLow, 1328, 1400)
 	})
 }
@@ -270,7 +283,7 @@ func TestPathMTUMonitorDryRunSaysWhatItWouldDoOnce(t *testing.T) {
 // whatever the interval.
 func TestPathMTUMonitorChecksAtOnceOnAHint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newTunnelWorld(1, 20*tsec)
+		w := newMTUWorld()
 		w.carrier(1500)
 		cfg := mtuTestConfig()
 		cfg.PathMTU.Interval = configs.Duration(time.Hour)

@@ -31,6 +31,14 @@ type mtuSpec struct {
 	target   netip.Addr    // through the tunnel; invalid: none
 	uplink   netip.Addr    // over the uplink; invalid: the probe peer's endpoint
 	table    string
+	// idle is the longest time between checks, perHour their budget
+	// (pathmtu_due.go).
+	idle    time.Duration
+	perHour int
+	// watch is the traffic watch's table; own are the host:port of
+	// edgeheal's own probes, which it does not count.
+	watch string
+	own   []string
 }
 
 // mtuSettle is how long a stage of echoes waits for the larger ones once
@@ -55,12 +63,24 @@ func newMTUSpec(t configs.Tunnel, probeIP netip.Addr, timeout time.Duration) mtu
 		target:   icmpTarget(m.Target),
 		uplink:   icmpTarget(m.UplinkTarget),
 		table:    netfix.ClampTable(t.Interface),
+		idle:     m.IdleInterval.D(),
+		perHour:  m.ChecksPerHour,
+		watch:    netfix.WatchTable(t.Interface),
 	}
 	if !s.target.IsValid() {
 		s.target = probeIP
 	}
 	if s.interval <= 0 {
 		s.interval = 2 * time.Second
+	}
+	if s.idle < s.interval {
+		s.idle = max(s.interval, 15*time.Minute)
+	}
+	if s.perHour <= 0 {
+		s.perHour = 30
+	}
+	if host, ok := strings.CutPrefix(t.Probe.Target, "tcp://"); ok {
+		s.own = append(s.own, host)
 	}
 	return s
 }
@@ -82,7 +102,6 @@ func icmpTarget(target string) netip.Addr {
 type mtuRun struct {
 	st      mtuState
 	adopted bool
-	next    time.Time // the next check is due
 	table   bool      // edgeheal's clamp table is (believed) there
 	acted   string    // the last plan acted on, so that an unchanged plan is not reported again
 	failed  string    // the last action error reported
@@ -95,6 +114,13 @@ type mtuRun struct {
 	repaired time.Time
 	lowered  bool // this check's plan lowers a clamp
 	oneShot  bool // `edgeheal check`'s: it measures, it plans nothing
+	// When checks run (pathmtu_due.go): the last one, the budget, and the
+	// traffic watch.
+	checked time.Time
+	checks  uint64 // since the start
+	due     string // why the last check ran
+	budget  mtuBudget
+	w       mtuWatch
 }
 
 // HintPathMTU reports that something suggests the path carries less than
@@ -140,18 +166,31 @@ func (m *Monitor) checkPathMTU(ctx context.Context, r *tunnelReading, now time.T
 		x.why = "reading the tunnel's MTU: " + err.Error()
 		return
 	}
-	reset := x.st.MTUSet > 0 && linkMTU != x.st.MTUSet
-	if now.Before(x.next) && hint == "" && !reset {
+	// Rounds run at the probe interval, a little early or late: a check
+	// is due at the round nearest a whole interval.
+	early := m.spec.interval / 2
+	x.budget.perHour = float64(m.spec.mtu.perHour)
+	due := mtuDue{Now: now, Last: x.checked, Interval: m.spec.mtu.interval - early, Idle: m.spec.mtu.idle - early,
+		Hint: hint != "", Reset: x.st.MTUSet > 0 && linkMTU != x.st.MTUSet,
+		Tokens: x.budget.now(now), RelaxAt: x.st.relaxAt(m.spec.mtu.pol.RelaxAfter)}
+	if due.Hint || due.Reset || due.Last.IsZero() || now.Sub(due.Last) >= due.Interval {
+		due.Watched, due.Traffic = m.watchTraffic(ctx, now)
+	}
+	why := due.why()
+	if why == "" {
 		return
 	}
-	// Due again at the round nearest a whole interval from now (rounds
-	// run at the probe interval, a little early or late).
-	x.next = now.Add(m.spec.mtu.interval - m.spec.interval/2)
+	x.checked, x.due = now, why
+	x.checks++
+	if !due.Hint && !due.Reset {
+		x.budget.spend(now)
+	}
+	x.w.counted = x.w.seen // the traffic up to this check is this check's
 	o := m.measureMTU(ctx, r, x.st, linkMTU, now)
 	if ctx.Err() != nil {
 		return // stopping: cut short, observed nothing
 	}
-	m.log.Debug("path MTU checked", "took_seconds", m.os.Clock.Now().Sub(now).Seconds(), "link_mtu", linkMTU,
+	m.log.Debug("path MTU checked", "why", why, "took_seconds", m.os.Clock.Now().Sub(now).Seconds(), "link_mtu", linkMTU,
 		"tunnel", o.Tunnel.Largest, "tunnel_silent", o.Tunnel.Silent, "uplink", o.Uplink.Largest, "uplink_silent", o.Uplink.Silent)
 	x.why = ""
 	if !o.Tunnel.known() && !o.Uplink.known() {

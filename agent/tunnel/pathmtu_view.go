@@ -142,7 +142,11 @@ func (m *Monitor) publishMTU() {
 func (m *Monitor) mtuViewOf(x *mtuRun) mtuView {
 	v := mtuView{on: m.spec.mtu.on, phase: x.st.phase(), since: x.since, detail: m.mtuDetail(x), last: x.last}
 	st := x.st
-	info := &wire.PathMTUInfo{LinkMTUSet: st.MTUSet, LinkMTUBefore: st.MTUBefore, Fighting: st.Fighting, CheckedAt: st.CheckedAt}
+	info := &wire.PathMTUInfo{LinkMTUSet: st.MTUSet, LinkMTUBefore: st.MTUBefore, Fighting: st.Fighting, CheckedAt: st.CheckedAt,
+		Because: x.due, Checks: x.checks}
+	if x.w.written != "" && x.w.failed == "" {
+		info.Watch = m.spec.mtu.watch
+	}
 	if x.table {
 		info.Table = m.spec.mtu.table
 	}
