@@ -101,6 +101,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.sup, a.parts = sup, p
 	a.mu.Unlock()
 	p.start(ctx, sup)
+	go a.forget(ctx, a.Config())
 	for _, c := range a.opts.Reporting {
 		sup.Start(ctx, c)
 	}
@@ -139,6 +140,28 @@ func (a *Agent) swap(ctx context.Context, cfg *configs.Config) {
 	a.cfg, a.parts = cfg, next
 	a.mu.Unlock()
 	next.start(ctx, sup)
+	go a.forget(ctx, cfg)
+}
+
+// forgetTimeout bounds Forget: a few nftables requests and link MTUs.
+const forgetTimeout = 30 * time.Second
+
+// forget removes what edgeheal left for tunnels cfg no longer has (Forget),
+// on a goroutine of its own: nftables never holds up a start or a reload.
+func (a *Agent) forget(ctx context.Context, cfg *configs.Config) {
+	ctx, cancel := context.WithTimeout(ctx, forgetTimeout)
+	defer cancel()
+	keep := make([]string, 0, len(cfg.Tunnels))
+	for _, t := range cfg.Tunnels {
+		keep = append(keep, t.Interface)
+	}
+	rs, err := Forget(ctx, a.opts.OS, keep, cfg.DryRun)
+	for _, r := range rs {
+		a.log.Info("removed what a tunnel no longer configured left", "action", r.Action, "target", r.Target, "changes", r.Changes, "dry_run", r.DryRun)
+	}
+	if err != nil {
+		a.log.Warn("removing what a tunnel no longer configured left", "err", err)
+	}
 }
 
 // sweep reads every component's health: progress moves only while every

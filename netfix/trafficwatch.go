@@ -45,6 +45,26 @@ type TrafficCounts struct {
 // is never part of a link's name, so it names no tunnel's clamp table.
 func WatchTable(tunnel string) string { return ClampTablePrefix + tunnel + "/watch" }
 
+// TableTunnel is the tunnel a clamp or watch table is for.
+func TableTunnel(table string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(table, ClampTablePrefix), "/watch")
+}
+
+// ListTrafficWatches names every watch table of the namespace.
+func ListTrafficWatches(nft NFT) ([]string, error) {
+	tables, err := nft.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return nil, fmt.Errorf("listing nftables tables: %w", err)
+	}
+	var out []string
+	for _, t := range tables {
+		if strings.HasPrefix(t.Name, ClampTablePrefix) && isWatchTable(t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out, nil
+}
+
 // isWatchTable tells a watch table from a clamp table.
 func isWatchTable(name string) bool { return strings.HasSuffix(name, "/watch") }
 
