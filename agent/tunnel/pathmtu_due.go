@@ -26,6 +26,9 @@ type mtuDue struct {
 	Interval, Idle time.Duration
 	Hint           bool // a workload's hint is waiting
 	Reset          bool // the tunnel's MTU is no longer what edgeheal set
+	// Back: the tunnel carries traffic again after it was dark (a modem
+	// that attached again may have come back on another path).
+	Back bool
 	// Watched: the traffic watch could be read; Traffic says what it
 	// counted since the last check ("" nothing). Unwatched, the path is
 	// checked every interval, as the only way not to miss a blackhole.
@@ -49,6 +52,8 @@ func (d mtuDue) why() string {
 		return "the first check"
 	case d.Now.Sub(d.Last) < d.Interval, d.Tokens < 1:
 		return ""
+	case d.Back:
+		return "the tunnel carries traffic again"
 	case !d.Watched:
 		return "no traffic watch: every interval"
 	case !d.RelaxAt.IsZero() && !d.Now.Before(d.RelaxAt):

@@ -29,6 +29,8 @@ func TestMTUDue(t *testing.T) {
 		{"a hint checks at once, whatever the interval and the budget", func(d *mtuDue) { d.Hint, d.Now, d.Tokens = true, t0, 0 }, "a workload's hint"},
 		{"so does an MTU reset", func(d *mtuDue) { d.Reset, d.Now, d.Tokens = true, t0, 0 }, "the tunnel's MTU was changed"},
 		{"without a watch, every interval", func(d *mtuDue) { d.Watched = false }, "no traffic watch: every interval"},
+		{"a tunnel back from dark is checked", func(d *mtuDue) { d.Back = true }, "the tunnel carries traffic again"},
+		{"within the interval and the budget", func(d *mtuDue) { d.Back, d.Tokens = true, 0 }, ""},
 		{"a larger path that held relax_after is checked once more", func(d *mtuDue) { d.RelaxAt = t0.Add(9 * time.Second) }, "a larger path held relax_after"},
 		{"not before", func(d *mtuDue) { d.RelaxAt = t0.Add(11 * time.Second) }, ""},
 	} {
@@ -79,12 +81,14 @@ func TestTrafficSince(t *testing.T) {
 	}
 }
 
-// checks counts the path-MTU checks made so far: each sends its first
-// echoes to the tunnel's target.
+// checks counts the path-MTU checks made so far: each starts with the
+// smallest and the full-size echo to the tunnel's target (a search sends
+// more sizes at once).
 func (h *tunnelHarness) checks() int {
 	n := 0
 	for _, c := range h.w.pmtu.Calls() {
-		if strings.HasPrefix(c, "probe "+mtuTunnelTarget.String()+" [") && strings.HasSuffix(c, " 1420]") {
+		sizes, ok := strings.CutPrefix(c, "probe "+mtuTunnelTarget.String()+" [")
+		if ok && strings.HasSuffix(sizes, " 1420]") && strings.Count(sizes, " ") == 1 {
 			n++
 		}
 	}
@@ -160,6 +164,32 @@ func TestPathMTUMonitorOffRemovesTheWatchLeftBehind(t *testing.T) {
 		h.at(2 * tsec)
 		if got := w.nft.Tables(); len(got) != 0 {
 			t.Errorf("with the check off, the tables %v are left", got)
+		}
+	})
+}
+
+// A quiet node whose tunnel comes back from dark is checked at once: the
+// modem may have come back on another path.
+func TestPathMTUMonitorChecksATunnelBackFromDark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newTunnelWorld(1, 20*tsec)
+		w.carrier(1500)
+		h := startTunnelMonitor(t, w, mtuTestConfig(), tunnelTestPolicy(), false)
+		defer h.stop()
+		h.at(4*tsec + tsec/2)
+		w.set(func(w *tunnelWorld) { w.dark, w.fixedBy = true, "nothing" })
+		w.pmtu.SetPath(mtuTunnelTarget, 0)
+		h.at(12*tsec + tsec/2)
+		before := h.checks()
+		w.set(func(w *tunnelWorld) { w.dark = false })
+		w.carrier(1400)
+		h.at(16*tsec + tsec/2)
+		h.wantNode("back from dark, on a smaller path", 1328, mtuClamps...)
+		if n := h.checks() - before; n != 1 {
+			t.Errorf("%d checks once the tunnel was back; want one", n)
+		}
+		if b := h.pathMTU().PathMTU.Because; b != "the tunnel carries traffic again" {
+			t.Errorf("the check ran because %q", b)
 		}
 	})
 }

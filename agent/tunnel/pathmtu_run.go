@@ -118,6 +118,7 @@ type mtuRun struct {
 	// traffic watch.
 	checked time.Time
 	checks  uint64 // since the start
+	dark    bool   // the tunnel was dark since the last check
 	due     string // why the last check ran
 	budget  mtuBudget
 	w       mtuWatch
@@ -159,6 +160,7 @@ func (m *Monitor) checkPathMTU(ctx context.Context, r *tunnelReading, now time.T
 	}
 	if why := mtuDark(phases, probeText(r.probe), true); why != "" {
 		x.why = "not checked while the tunnel is dark (" + why + ")"
+		x.dark = true
 		return
 	}
 	linkMTU, err := m.os.PathMTU.LinkMTU(m.spec.cfg.Interface)
@@ -171,7 +173,7 @@ func (m *Monitor) checkPathMTU(ctx context.Context, r *tunnelReading, now time.T
 	early := m.spec.interval / 2
 	x.budget.perHour = float64(m.spec.mtu.perHour)
 	due := mtuDue{Now: now, Last: x.checked, Interval: m.spec.mtu.interval - early, Idle: m.spec.mtu.idle - early,
-		Hint: hint != "", Reset: x.st.MTUSet > 0 && linkMTU != x.st.MTUSet,
+		Hint: hint != "", Reset: x.st.MTUSet > 0 && linkMTU != x.st.MTUSet, Back: x.dark,
 		Tokens: x.budget.now(now), RelaxAt: x.st.relaxAt(m.spec.mtu.pol.RelaxAfter)}
 	if due.Hint || due.Reset || due.Last.IsZero() || now.Sub(due.Last) >= due.Interval {
 		due.Watched, due.Traffic = m.watchTraffic(ctx, now)
@@ -180,7 +182,7 @@ func (m *Monitor) checkPathMTU(ctx context.Context, r *tunnelReading, now time.T
 	if why == "" {
 		return
 	}
-	x.checked, x.due = now, why
+	x.checked, x.due, x.dark = now, why, false
 	x.checks++
 	if !due.Hint && !due.Reset {
 		x.budget.spend(now)
