@@ -217,48 +217,24 @@ func ListMSSClamps(nft NFT) ([]MSSClamp, error) {
 // links it does recognise; EnsureMSSClamp then rewrites it whole.
 func ReadMSSClamp(nft NFT, table string) (c MSSClamp, exists bool, err error) {
 	c.Table = table
-	tables, err := nft.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return c, false, fmt.Errorf("listing nftables tables: %w", err)
-	}
-	var t *nftables.Table
-	for _, x := range tables {
-		if x.Name == table {
-			t = x
-		}
-	}
-	if t == nil {
-		return c, false, nil
-	}
-	chains, err := nft.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return c, true, fmt.Errorf("listing the chains of %s: %w", table, err)
-	}
 	byLink := map[string]*LinkClamp{}
 	complete := map[string]int{}
-	for _, ch := range chains {
-		if ch.Table == nil || ch.Table.Name != table {
-			continue
+	exists, err = readTable(nft, table, func(chain, comment string, _ *nftables.Rule) {
+		k, ok := parseClampComment(comment)
+		if !ok || k.chain != chain {
+			return
 		}
-		rules, err := nft.GetRules(t, ch)
-		if err != nil {
-			return c, true, fmt.Errorf("reading the rules of %s %s: %w", table, ch.Name, err)
+		lc := byLink[k.link]
+		if lc == nil {
+			lc = &LinkClamp{Link: k.link, PathMTU: k.pathMTU, MTUBefore: k.mtuBefore}
+			byLink[k.link] = lc
 		}
-		for _, rl := range rules {
-			comment, _ := userdata.GetString(rl.UserData, userdata.TypeComment)
-			k, ok := parseClampComment(comment)
-			if !ok || k.chain != ch.Name {
-				continue
-			}
-			lc := byLink[k.link]
-			if lc == nil {
-				lc = &LinkClamp{Link: k.link, PathMTU: k.pathMTU, MTUBefore: k.mtuBefore}
-				byLink[k.link] = lc
-			}
-			if lc.PathMTU == k.pathMTU && lc.MTUBefore == k.mtuBefore {
-				complete[k.link]++
-			}
+		if lc.PathMTU == k.pathMTU && lc.MTUBefore == k.mtuBefore {
+			complete[k.link]++
 		}
+	})
+	if err != nil || !exists {
+		return c, exists, err
 	}
 	for name, lc := range byLink {
 		if complete[name] == 4 { // in and out, IPv4 and IPv6
@@ -411,4 +387,41 @@ func parseClampKey(s string) (clampKey, error) {
 		return clampKey{}, errClampComment
 	}
 	return k, nil
+}
+
+// readTable calls each for every rule of the inet table, chain by chain,
+// with the rule's comment (where edgeheal's rules say what they do).
+// exists is false when there is no such table.
+func readTable(nft NFT, table string, each func(chain, comment string, r *nftables.Rule)) (exists bool, err error) {
+	tables, err := nft.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("listing nftables tables: %w", err)
+	}
+	var t *nftables.Table
+	for _, x := range tables {
+		if x.Name == table {
+			t = x
+		}
+	}
+	if t == nil {
+		return false, nil
+	}
+	chains, err := nft.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return true, fmt.Errorf("listing the chains of %s: %w", table, err)
+	}
+	for _, ch := range chains {
+		if ch.Table == nil || ch.Table.Name != table {
+			continue
+		}
+		rules, err := nft.GetRules(t, ch)
+		if err != nil {
+			return true, fmt.Errorf("reading the rules of %s %s: %w", table, ch.Name, err)
+		}
+		for _, rl := range rules {
+			comment, _ := userdata.GetString(rl.UserData, userdata.TypeComment)
+			each(ch.Name, comment, rl)
+		}
+	}
+	return true, nil
 }

@@ -193,54 +193,23 @@ type watchReading struct {
 }
 
 func readWatch(nft NFT, table string) (w watchReading, exists bool, err error) {
-	tables, err := nft.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return w, false, fmt.Errorf("listing nftables tables: %w", err)
-	}
-	var t *nftables.Table
-	for _, x := range tables {
-		if x.Name == table {
-			t = x
-		}
-	}
-	if t == nil {
-		return w, false, nil
-	}
-	chains, err := nft.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return w, true, fmt.Errorf("listing the chains of %s: %w", table, err)
-	}
-	byChain := map[string][]string{}
-	for _, ch := range chains {
-		if ch.Table == nil || ch.Table.Name != table {
-			continue
-		}
-		rules, err := nft.GetRules(t, ch)
-		if err != nil {
-			return w, true, fmt.Errorf("reading the rules of %s %s: %w", table, ch.Name, err)
-		}
-		for _, rl := range rules {
-			comment, _ := userdata.GetString(rl.UserData, userdata.TypeComment)
-			byChain[ch.Name] = append(byChain[ch.Name], comment)
-			for _, e := range rl.Exprs {
-				c, ok := e.(*expr.Counter)
-				if !ok {
-					continue
-				}
-				switch {
-				case strings.HasPrefix(comment, "edgeheal "+ch.Name+" large "):
-					w.counts.Large += c.Packets
-				case strings.HasPrefix(comment, "edgeheal "+ch.Name+" open "):
-					w.counts.Opens += c.Packets
-				}
+	exists, err = readTable(nft, table, func(chain, comment string, rl *nftables.Rule) {
+		w.comments = append(w.comments, comment)
+		for _, e := range rl.Exprs {
+			c, ok := e.(*expr.Counter)
+			if !ok {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(comment, "edgeheal "+chain+" large "):
+				w.counts.Large += c.Packets
+			case strings.HasPrefix(comment, "edgeheal "+chain+" open "):
+				w.counts.Opens += c.Packets
 			}
 		}
-	}
-	for _, name := range []string{watchChainIn, watchChainOut} {
-		w.comments = append(w.comments, byChain[name]...)
-	}
+	})
 	slices.Sort(w.comments)
-	return w, true, nil
+	return w, exists, err
 }
 
 // writeWatch queues the table, its two chains and its rules.
