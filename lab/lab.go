@@ -135,6 +135,7 @@ type Lab struct {
 	faultTimer  *time.Timer
 	faultUntil  time.Time
 	pluggedAt   time.Time
+	plugAsked   time.Duration // CLOCK_MONOTONIC: the last uplink's create request
 	closed      bool
 
 	natMu      sync.Mutex // guards the carrier's state; held across its nft calls

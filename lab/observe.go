@@ -11,11 +11,20 @@ import (
 )
 
 // UplinkPluggedAt is when the edge uplink was last created: at start or by
-// the last Replug. Offload exposure after a re-plug is measured from it.
+// the last Replug, once it had its address and route.
 func (l *Lab) UplinkPluggedAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.pluggedAt
+}
+
+// UplinkRequestedAt is when the lab last asked the kernel to create the
+// edge uplink (at start or in Replug), by the monotonic clock that
+// ktrace's events carry: the start of a re-plug's offload exposure.
+func (l *Lab) UplinkRequestedAt() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.plugAsked
 }
 
 // WaitUplinkTxChecksumOff blocks until every TX checksum feature of the

@@ -17,6 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/edgeheal/edgeheal/lab/ktrace"
 )
 
 func linkUp(h *netlink.Handle, name string) error {
@@ -124,6 +126,7 @@ func (l *Lab) buildLinks() error {
 // enumerated modem: kernel default offload settings, unless
 // Options.OffloadOff asks for them off at start.
 func (l *Lab) plugUplink() error {
+	l.plugAsked = ktrace.Now() // callers hold l.mu, or run before anyone else can
 	if err := l.veth(Edge, l.EdgeUplink(), Modem, l.link("m0")); err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func (d *demo) act1(ctx context.Context) error {
 func (d *demo) act2(ctx context.Context) error {
 	d.title("Act 2: the modem re-enumerates (USB re-plug): the new link comes with offload on again")
 	before := time.Now()
-	ex, err := bench.ReplugExposure(ctx, d.l, 10*time.Second)
+	ex, err := bench.ReplugExposure(ctx, d.l, 10*time.Second, nil)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -13,13 +14,24 @@ import (
 
 	"github.com/edgeheal/edgeheal/agent/system/ethnl"
 	"github.com/edgeheal/edgeheal/lab"
+	"github.com/edgeheal/edgeheal/lab/ktrace"
 )
 
 // Exposure is how long a re-plugged uplink carried traffic with TX checksum
-// offload on.
+// offload on, measured twice: as the bench saw it, and by the kernel's
+// clock.
 type Exposure struct {
-	Created time.Time // the kernel announced the new link (RTM_NEWLINK)
+	Created time.Time // the bench heard the kernel announce the new link (RTM_NEWLINK)
 	Fixed   time.Time // first read showing every tx-checksum feature off; zero: not within the limit
+
+	// By CLOCK_MONOTONIC (ktrace): Requested is when the lab asked for the
+	// link; FixedKernel the last netdevice event that a process other than
+	// the bench's (not a kernel thread) caused after it, up to the read that found the fix (and
+	// 1 ms more, for a read that raced the notifier); zero without a trace
+	// or such an event. The fix is one of those events, so the time between
+	// is never shorter than the exposure, and never longer than the read.
+	Requested   time.Duration
+	FixedKernel time.Duration
 }
 
 // Duration is Fixed - Created, or 0 when it was not fixed.
@@ -29,6 +41,20 @@ func (e Exposure) Duration() time.Duration {
 	}
 	return e.Fixed.Sub(e.Created)
 }
+
+// KernelDuration is FixedKernel - Requested, or 0 when there is no
+// kernel figure.
+func (e Exposure) KernelDuration() time.Duration {
+	if e.FixedKernel == 0 {
+		return 0
+	}
+	return e.FixedKernel - e.Requested
+}
+
+// raceSlack is how long after the read that found the fix a netdevice
+// event still counts as the fix: the read and the notifier that records a
+// change need not hold the same lock.
+const raceSlack = time.Millisecond
 
 // ReplugExposure re-plugs the lab's modem and measures the exposure of the
 // new link: from its RTM_NEWLINK, seen by a subscription opened before the
@@ -45,7 +71,12 @@ func (e Exposure) Duration() time.Duration {
 // measured was fixing the link. Unlike lab.WaitUplinkTxChecksumOff after
 // Replug returns, this does not count the rest of Replug's work (the
 // modem side, the relay) as exposure. It waits at most limit for the fix.
-func ReplugExposure(ctx context.Context, l *lab.Lab, limit time.Duration) (Exposure, error) {
+//
+// With a trace (nil: none), it also times the exposure by the kernel's
+// clock, from the lab's request to create the link to the kernel's record
+// of the fix (Exposure.KernelDuration): neither depends on when a
+// goroutine of this process got to run on a busy machine.
+func ReplugExposure(ctx context.Context, l *lab.Lab, limit time.Duration, tr *ktrace.Trace) (Exposure, error) {
 	var ex Exposure
 	ns, err := netns.GetFromPath(l.NetnsPath(lab.Edge))
 	if err != nil {
@@ -77,19 +108,49 @@ func ReplugExposure(ctx context.Context, l *lab.Lab, limit time.Duration) (Expos
 	if err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{Namespace: &ns}); err != nil {
 		return ex, fmt.Errorf("watching edge links: %w", err)
 	}
+	if tr != nil {
+		if _, err := tr.Take(); err != nil { // what came before
+			return ex, err
+		}
+	}
 	replugged := make(chan error, 1)
 	go func() { replugged <- l.Replug(ctx) }()
 
 	if ex.Created, err = waitNewLink(ctx, l, updates, replugged, name, old.Attrs().Index, limit); err != nil {
 		return ex, err
 	}
-	ex.Fixed = waitTxChecksumOff(ctx, eth, name, ex.Created.Add(limit))
+	var readAt time.Duration
+	ex.Fixed, readAt = waitTxChecksumOff(ctx, eth, name, ex.Created.Add(limit))
 	select {
 	case err := <-replugged:
-		return ex, err
+		if err != nil {
+			return ex, err
+		}
 	case <-ctx.Done():
 		return ex, ctx.Err()
 	}
+	ex.Requested = l.UplinkRequestedAt()
+	if tr != nil && !ex.Fixed.IsZero() {
+		evs, err := tr.Take()
+		if err != nil {
+			return ex, err
+		}
+		ex.FixedKernel = lastOtherEvent(evs, os.Getpid(), ex.Requested, readAt+raceSlack)
+	}
+	return ex, nil
+}
+
+// lastOtherEvent is the time of the last event in (from, to] that a
+// process other than self caused (not a kernel thread: the kernel's own
+// linkwatch follows the new link's carrier); zero when there is none.
+func lastOtherEvent(evs []ktrace.Event, self int, from, to time.Duration) time.Duration {
+	var last time.Duration
+	for _, e := range evs {
+		if e.TGID != self && !e.Kernel && e.At > from && e.At <= to && e.At > last {
+			last = e.At
+		}
+	}
+	return last
 }
 
 // waitNewLink waits up to limit for the re-plugged uplink: an RTM_NEWLINK
@@ -134,21 +195,21 @@ func waitNewLink(ctx context.Context, l *lab.Lab, updates <-chan netlink.LinkUpd
 }
 
 // waitTxChecksumOff reads name's features back to back until every TX
-// checksum feature is off, and returns when a read first found that; zero
-// when deadline passed or ctx ended first.
-func waitTxChecksumOff(ctx context.Context, eth *ethnl.Conn, name string, deadline time.Time) time.Time {
+// checksum feature is off, and returns when a read first found that (also
+// by CLOCK_MONOTONIC); zero when deadline passed or ctx ended first.
+func waitTxChecksumOff(ctx context.Context, eth *ethnl.Conn, name string, deadline time.Time) (time.Time, time.Duration) {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		fs, err := eth.Features(name)
-		now := time.Now()
+		now, mono := time.Now(), ktrace.Now()
 		if err == nil && txChecksumOff(fs) {
-			return now
+			return now, mono
 		}
 		// A breath between reads: each takes the RTNL lock the agent's fix
 		// needs too. (A shorter sleep would not help: an idle Go program
 		// here sleeps at least about 1.1 ms.)
 		time.Sleep(time.Millisecond)
 	}
-	return time.Time{}
+	return time.Time{}, 0
 }
 
 // txChecksumOff reports whether no tx-checksum feature is active.

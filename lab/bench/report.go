@@ -95,12 +95,16 @@ func CheckGoals(rep *Report) []Goal {
 	}
 	if r, ok := rep.Find(S2, Edgeheal); ok && r.Error == "" {
 		add(S2, "telemetry loss", "≤ 0.1 %", fmt.Sprintf("%.3f %%", r.LossPct), r.LossPct <= 0.1)
-		p99 := Percentile(r.ExposureMs, 99)
+		what, ms := "offload exposure p99 (kernel's clock)", r.ExposureKernelMs
+		if len(ms) == 0 || len(ms) != len(r.ExposureMs) {
+			what, ms = "offload exposure p99 (as the bench saw it)", r.ExposureMs
+		}
+		p99 := Percentile(ms, 99)
 		m := fmt.Sprintf("%.1f ms", p99)
 		if r.ExposureUnfixed > 0 || math.IsNaN(p99) {
 			m = fmt.Sprintf("%s, %d re-plugs not fixed", m, r.ExposureUnfixed)
 		}
-		add(S2, "offload exposure p99", "< 50 ms", m, r.ExposureUnfixed == 0 && !math.IsNaN(p99) && p99 < 50)
+		add(S2, what, "≤ 5 ms", m, r.ExposureUnfixed == 0 && !math.IsNaN(p99) && p99 <= 5)
 	}
 	for _, sc := range []string{S3a, S3b} {
 		r, ok := rep.Find(sc, Edgeheal)

@@ -95,8 +95,12 @@ func resultNotes(r Result) []string {
 	}
 	switch r.Scenario {
 	case S2:
+		if len(r.ExposureKernelMs) > 0 {
+			notes = append(notes, fmt.Sprintf("exposure by the kernel's clock p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+				Percentile(r.ExposureKernelMs, 50), Percentile(r.ExposureKernelMs, 99), Percentile(r.ExposureKernelMs, 100)))
+		}
 		if len(r.ExposureMs) > 0 {
-			notes = append(notes, fmt.Sprintf("exposure p50 %.1f ms, p99 %.1f ms", Percentile(r.ExposureMs, 50), Percentile(r.ExposureMs, 99)))
+			notes = append(notes, fmt.Sprintf("exposure as the bench saw it p50 %.1f ms, p99 %.1f ms", Percentile(r.ExposureMs, 50), Percentile(r.ExposureMs, 99)))
 		}
 		if r.ExposureUnfixed > 0 {
 			notes = append(notes, fmt.Sprintf("offload left on after %d of %d re-plugs", r.ExposureUnfixed, r.ExposureUnfixed+len(r.ExposureMs)))

@@ -43,8 +43,12 @@ type Result struct {
 
 	// S2: offload exposure after each re-plug, from the link's creation to
 	// TX checksum offload seen off; Unfixed counts re-plugs it stayed on.
-	ExposureMs      []float64 `json:"exposure_ms,omitempty"`
-	ExposureUnfixed int       `json:"exposure_unfixed,omitempty"`
+	// ExposureKernelMs is the same by the kernel's clock, from the request
+	// that created the link to the fix (ReplugExposure): one per fixed
+	// re-plug when the kernel's trace could be read, else none.
+	ExposureMs       []float64 `json:"exposure_ms,omitempty"`
+	ExposureKernelMs []float64 `json:"exposure_kernel_ms,omitempty"`
+	ExposureUnfixed  int       `json:"exposure_unfixed,omitempty"`
 	// S3: restore to the first new handshake.
 	HandshakeAfterRestoreSeconds *float64 `json:"handshake_after_restore_seconds,omitempty"`
 	// S5: events that happened during the outage and reached the cloud after it.

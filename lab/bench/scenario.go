@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeheal/edgeheal/lab"
+	"github.com/edgeheal/edgeheal/lab/ktrace"
 )
 
 // Scenario IDs, in report order. S3 is two scenarios: a 20 s and a 190 s
@@ -222,27 +223,43 @@ func (e *env) s1(ctx context.Context) error {
 }
 
 // S2: re-plug the modem every ReplugEvery, Replugs times. Exposure per
-// re-plug: the new link's RTM_NEWLINK to TX checksum offload seen off (see
+// re-plug: the new link's RTM_NEWLINK to TX checksum offload seen off, and
+// by the kernel's clock the request to create it to the fix (see
 // ReplugExposure; a contender that never turns it off leaves it on:
 // counted as unfixed).
 func (e *env) s2(ctx context.Context) error {
 	if err := e.warmup(ctx); err != nil {
 		return err
 	}
+	tr, err := ktrace.OpenNetdevEvents()
+	if err != nil {
+		e.res.Notes = append(e.res.Notes, "exposure not timed by the kernel: "+err.Error())
+		tr = nil
+	} else {
+		defer tr.Close()
+	}
+	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
 	for i := range e.o.Replugs {
 		at := time.Now()
 		if i == 0 {
 			e.res.FaultAt = at
 		}
-		ex, err := ReplugExposure(ctx, e.l, min(5*time.Second, e.o.ReplugEvery/2))
+		ex, err := ReplugExposure(ctx, e.l, min(5*time.Second, e.o.ReplugEvery/2), tr)
 		if err != nil {
 			return fmt.Errorf("re-plug %d: %w", i+1, err)
 		}
 		e.mark(at, "re-plug")
-		if ex.Fixed.IsZero() {
+		switch {
+		case ex.Fixed.IsZero():
 			e.res.ExposureUnfixed++
-		} else {
-			e.res.ExposureMs = append(e.res.ExposureMs, math.Round(float64(ex.Duration())/float64(time.Microsecond))/1000)
+		case tr != nil && ex.FixedKernel == 0:
+			e.res.ExposureMs = append(e.res.ExposureMs, ms(ex.Duration()))
+			e.res.Notes = append(e.res.Notes, fmt.Sprintf("re-plug %d: no netdevice event of another process in the kernel's trace", i+1))
+		default:
+			e.res.ExposureMs = append(e.res.ExposureMs, ms(ex.Duration()))
+			if tr != nil {
+				e.res.ExposureKernelMs = append(e.res.ExposureKernelMs, ms(ex.KernelDuration()))
+			}
 		}
 		if err := sleep(ctx, time.Until(at.Add(e.o.ReplugEvery))); err != nil {
 			return err
