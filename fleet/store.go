@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -30,10 +32,27 @@ type decoded struct {
 // while one applies.
 func (s *Store) Prepare(m Message) Message {
 	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
-		h, err := wire.DecodeHistory(m.Payload)
+		h, err := decodeHistory(m.Payload)
 		m.history = &decoded{h, err}
 	}
 	return m
+}
+
+// decodeHistory is wire.DecodeHistory with go-json-experiment's decoder
+// in encoding/json's semantics (its v1 package: the same fields, the same
+// errors for the same input) and wire's own checks: a full history in a
+// third of encoding/json's CPU, which is most of a 100,000-node view's
+// start (docs/performance.md, "Where the 100,000-node start goes"). wire
+// itself stays on the standard library, as every program links it.
+func decodeHistory(b []byte) (wire.History, error) {
+	var h wire.History
+	if err := jsonv1.Unmarshal(b, &h); err != nil {
+		return wire.History{}, fmt.Errorf("history: %w", err)
+	}
+	if err := h.Validate(); err != nil {
+		return wire.History{}, err
+	}
+	return h, nil
 }
 
 // Result is what Apply did with a message.

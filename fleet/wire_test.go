@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,14 +55,54 @@ func TestTheViewReadsTheWireFormat(t *testing.T) {
 	}
 }
 
+// The view decodes histories with go-json-experiment's decoder, not
+// encoding/json (for speed, decodeHistory): it reads what wire reads into
+// the same History, and refuses what wire refuses.
+func TestTheViewDecodesHistoriesAsWireDoes(t *testing.T) {
+	full, _ := json.Marshal(fullHistory("node-00001", "site-01", t0, 300))
+	for _, tc := range []struct{ name, doc string }{
+		{"the golden history", string(wiretest.Golden(t, wiretest.HistoryFile))},
+		{"a full history", string(full)},
+		{"another version", `{"v":2,"node":"n"}`},
+		{"no node", `{"v":1}`},
+		{"series of different lengths", `{"v":1,"node":"n","hours":{"step_seconds":3600,"healthy":[1,2],"dark":[0],"degraded":[0,0],"incidents":[0,0]}}`},
+		{"a series without a step", `{"v":1,"node":"n","days":{"healthy":[1],"dark":[0],"degraded":[0],"incidents":[0]}}`},
+		{"not JSON to its end", `{"v":1,"node":"n"`},
+		{"a number where a list goes", `{"v":1,"node":"n","incidents":7}`},
+		{"a time that is not one", `{"v":1,"node":"n","ts":"yesterday"}`},
+		{"names in another case", `{"V":1,"NODE":"n","Site":"s"}`},
+		{"a name twice", `{"v":1,"node":"a","node":"b"}`},
+		{"invalid UTF-8 in a string", "{\"v\":1,\"node\":\"n\xff\"}"},
+		{"null where a list goes", `{"v":1,"node":"n","targets":null,"incidents":null}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantErr := wire.DecodeHistory([]byte(tc.doc))
+			got, err := decodeHistory([]byte(tc.doc))
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("decodeHistory: error %v; wire.DecodeHistory: error %v", err, wantErr)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("decodeHistory and wire.DecodeHistory differ (-wire +view):\n%s", diff)
+			}
+		})
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"v":1,"state":"online","session":1,"ts":"2026-11-29T12:00:00Z"}`))
 	f.Add([]byte(`{"v":1,"id":"a","kind":"incident","seq":3,"session":2}`))
+	f.Add([]byte(`{"v":1,"node":"n","ts":"2026-11-29T12:00:00Z","days":{"step_seconds":86400,"healthy":[1],"dark":[0],"degraded":[0],"incidents":[0]}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := NewStore("p")
 		s.Apply(Message{Topic: "p/n/status", Payload: b, Received: t0})
 		s.Apply(Message{Topic: "p/n/event", Payload: b, Received: t0})
+		s.Apply(Message{Topic: "p/n/history", Payload: b, Received: t0})
 		s.Health(t0)
 		s.Detail("n", t0)
+		want, wantErr := wire.DecodeHistory(b)
+		got, err := decodeHistory(b)
+		if (err != nil) != (wantErr != nil) || (err == nil && !cmp.Equal(want, got)) {
+			t.Errorf("decodeHistory = %v, %v; wire.DecodeHistory = %v, %v", got, err, want, wantErr)
+		}
 	})
 }
