@@ -38,21 +38,26 @@ func (s *Store) Prepare(m Message) Message {
 	return m
 }
 
-// decodeHistory is wire.DecodeHistory into h, with go-json-experiment's
-// decoder in encoding/json's semantics (its v1 package: the same fields,
-// the same errors for the same input) and wire's own checks: a full
-// history in 0.45 of encoding/json's CPU, which is most of a
+// decode is wire's Decode* for the view: go-json-experiment's decoder in
+// encoding/json's semantics (its v1 package: the same fields, the same
+// errors for the same input), then wire's own checks. It reads a full
+// history in 0.45 of encoding/json's CPU and a status in 0.4, most of a
 // 100,000-node view's start (docs/performance.md, "Where the
-// 100,000-node start goes"). wire itself stays on the standard library,
-// as every program links it. The slices of h are used again: a full
-// history is about 25 KB of them, which the start would otherwise
+// 100,000-node start goes"); wire itself stays on the standard library,
+// as every program links it.
+func decode(what string, b []byte, v interface{ Validate() error }) error {
+	if err := jsonv1.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return v.Validate()
+}
+
+// decodeHistory decodes a history into h, whose slices it uses again: a
+// full history is about 25 KB of them, which the start would otherwise
 // allocate and collect for every node.
 func decodeHistory(b []byte, h *wire.History) error {
 	empty(h)
-	if err := jsonv1.Unmarshal(b, h); err != nil {
-		return fmt.Errorf("history: %w", err)
-	}
-	return h.Validate()
+	return decode("history", b, h)
 }
 
 // empty makes h a zero History that keeps the room of its slices.
@@ -207,8 +212,8 @@ func (s *Store) apply(m Message) applied {
 	}
 	switch kind {
 	case wire.TopicEvent:
-		e, err := wire.DecodeEvent(m.Payload)
-		if err != nil {
+		var e wire.EventMessage
+		if err := decode("event", m.Payload, &e); err != nil {
 			s.lastErr = clip(name+": "+err.Error(), maxText)
 			return applied{typ: TypeEvent, res: Invalid}
 		}
@@ -228,8 +233,8 @@ func (s *Store) apply(m Message) applied {
 		delete(s.nodes, name)
 		return applied{typ: TypeStatus, res: Removed}
 	}
-	st, err := wire.DecodeStatus(m.Payload)
-	if err != nil {
+	var st wire.Status
+	if err := decode("status", m.Payload, &st); err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return applied{typ: TypeStatus, res: Invalid}
 	}

@@ -116,6 +116,48 @@ func TestAHistoryDecodedAfterAnotherKeepsNothingOfIt(t *testing.T) {
 	}
 }
 
+// Statuses and events too: the view reads what wire reads and refuses
+// what wire refuses.
+func TestTheViewDecodesStatusesAndEventsAsWireDoes(t *testing.T) {
+	docs := []struct{ name, doc string }{
+		{"the golden status", string(wiretest.Golden(t, wiretest.StatusFile))},
+		{"the golden Will", string(wiretest.Golden(t, wiretest.WillFile))},
+		{"the golden event", string(wiretest.Golden(t, wiretest.EventFile))},
+		{"another version", `{"v":2,"state":"online","id":"a","kind":"action"}`},
+		{"no state, no id, no kind", `{"v":1}`},
+		{"not JSON to its end", `{"v":1,"state":"online"`},
+		{"a time that is not one", `{"v":1,"state":"online","id":"a","kind":"action","ts":"yesterday"}`},
+		{"names in another case", `{"V":1,"STATE":"online","Id":"a","KIND":"action"}`},
+		{"a name twice", `{"v":1,"state":"online","state":"lost","id":"a","kind":"action","kind":"incident"}`},
+		{"invalid UTF-8 in a string", "{\"v\":1,\"state\":\"on\xffline\",\"id\":\"a\",\"kind\":\"action\"}"},
+		{"a negative session", `{"v":1,"state":"online","session":-1}`},
+		{"numbers in the evidence", `{"v":1,"id":"a","kind":"action","evidence":{"n":1e3,"m":[1,2.5]}}`},
+	}
+	for _, tc := range docs {
+		t.Run(tc.name, func(t *testing.T) {
+			agree(t, "status", wire.DecodeStatus, tc.doc)
+			agree(t, "event", wire.DecodeEvent, tc.doc)
+		})
+	}
+}
+
+// agree checks that decode, the view's, and wire's decoder read doc alike.
+func agree[T any, P interface {
+	*T
+	Validate() error
+}](t *testing.T, what string, wireDecode func([]byte) (T, error), doc string) {
+	t.Helper()
+	want, wantErr := wireDecode([]byte(doc))
+	var got T
+	err := decode(what, []byte(doc), P(&got))
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("%s: the view's decode: error %v; wire's: error %v", what, err, wantErr)
+	}
+	if err == nil && !cmp.Equal(want, got) {
+		t.Errorf("%s: the view's decode and wire's differ (-wire +view):\n%s", what, cmp.Diff(want, got))
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"v":1,"state":"online","session":1,"ts":"2026-11-29T12:00:00Z"}`))
 	f.Add([]byte(`{"v":1,"id":"a","kind":"incident","seq":3,"session":2}`))
@@ -133,5 +175,7 @@ func FuzzDecode(f *testing.F) {
 		if (err != nil) != (wantErr != nil) || (err == nil && !cmp.Equal(want, got)) {
 			t.Errorf("decodeHistory = %v, %v; wire.DecodeHistory = %v, %v", got, err, want, wantErr)
 		}
+		agree(t, "status", wire.DecodeStatus, string(b))
+		agree(t, "event", wire.DecodeEvent, string(b))
 	})
 }

@@ -127,9 +127,9 @@ func DecodeHistory(b []byte) (History, error) {
 }
 
 // Validate reports whether a decoded history can be read: its version, a
-// node, and series whose slices agree in length and have a step. A reader
-// that decodes the JSON with another decoder (the fleet view, for speed)
-// checks it here, so that the two cannot disagree.
+// node, and series whose slices agree in length and have a step
+// (DecodeHistory's checks, for a reader with another decoder: the fleet
+// view's, for speed; the two cannot disagree).
 func (h *History) Validate() error {
 	if h.V != Version {
 		return fmt.Errorf("history: v=%d: %w", h.V, ErrVersion)
