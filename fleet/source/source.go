@@ -6,6 +6,7 @@
 package source
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -248,13 +249,32 @@ func (r *runner) dial(tc *tls.Config) (net.Conn, error) {
 	} else {
 		c, err = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext(ctx, "tcp", r.broker.Addr())
 	}
-	if err != nil || tc == nil {
-		return c, err
+	if err != nil {
+		return nil, err
+	}
+	if tc == nil {
+		return buffered(c), nil
 	}
 	tconn := tls.Client(c, tc)
 	if err := tconn.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return tconn, nil
+	return tconn, nil // reads whole TLS records: buffered already
 }
+
+// bufferedConn reads through a buffer. paho reads a packet's header a
+// byte at a time (the type, each byte of the length) straight from the
+// connection: on plain TCP four system calls for every message, 400,000
+// at a 100,000-node view's start (docs/performance.md, "Where the
+// 100,000-node start goes").
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func buffered(c net.Conn) net.Conn {
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
