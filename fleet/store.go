@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -20,20 +22,53 @@ type Message struct {
 }
 
 type decoded struct {
-	h   wire.History
+	h   *wire.History // from Store.histories, back to it once applied
 	err error
 }
 
 // Prepare does the part of Apply that needs no lock and returns the
 // message to Apply: it decodes a history, the largest payload, which a
 // view reads for every node at its start. Several goroutines may prepare
-// while one applies.
+// while one applies; a prepared message is applied once.
 func (s *Store) Prepare(m Message) Message {
 	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
-		h, err := wire.DecodeHistory(m.Payload)
-		m.history = &decoded{h, err}
+		h := s.histories.Get().(*wire.History)
+		m.history = &decoded{h, decodeHistory(m.Payload, h)}
 	}
 	return m
+}
+
+// decode is wire's Decode* for the view: go-json-experiment's decoder in
+// encoding/json's semantics (its v1 package: the same fields, the same
+// errors for the same input), then wire's own checks. It reads a full
+// history in 0.45 of encoding/json's CPU and a status in 0.4, most of a
+// 100,000-node view's start (docs/performance.md, "Where the
+// 100,000-node start goes"); wire itself stays on the standard library,
+// as every program links it.
+func decode(what string, b []byte, v interface{ Validate() error }) error {
+	if err := jsonv1.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return v.Validate()
+}
+
+// decodeHistory decodes a history into h, whose slices it uses again: a
+// full history is about 25 KB of them, which the start would otherwise
+// allocate and collect for every node.
+func decodeHistory(b []byte, h *wire.History) error {
+	empty(h)
+	return decode("history", b, h)
+}
+
+// empty makes h a zero History that keeps the room of its slices.
+func empty(h *wire.History) {
+	series := func(s wire.Series) wire.Series {
+		return wire.Series{Healthy: s.Healthy[:0], Dark: s.Dark[:0], Degraded: s.Degraded[:0], Incidents: s.Incidents[:0]}
+	}
+	targets, incidents := h.Targets[:cap(h.Targets)], h.Incidents[:cap(h.Incidents)]
+	clear(targets) // the decoder leaves alone the fields a payload leaves out
+	clear(incidents)
+	*h = wire.History{Hours: series(h.Hours), Days: series(h.Days), Targets: targets[:0], Incidents: incidents[:0]}
 }
 
 // Result is what Apply did with a message.
@@ -95,11 +130,14 @@ type Store struct {
 
 	byState    map[string]int // nodes by state
 	openByKind [3]int         // open incidents by IncidentKinds
+
+	histories sync.Pool // of *wire.History: see decodeHistory
 }
 
 // NewStore returns an empty store for topics under prefix.
 func NewStore(prefix string) *Store {
-	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats(), byState: map[string]int{}}
+	return &Store{prefix: prefix, nodes: map[string]*node{}, strings: map[string]string{}, stats: newStats(), byState: map[string]int{},
+		histories: sync.Pool{New: func() any { return new(wire.History) }}}
 }
 
 // Prefix is the topic prefix the store reads.
@@ -174,8 +212,8 @@ func (s *Store) apply(m Message) applied {
 	}
 	switch kind {
 	case wire.TopicEvent:
-		e, err := wire.DecodeEvent(m.Payload)
-		if err != nil {
+		var e wire.EventMessage
+		if err := decode("event", m.Payload, &e); err != nil {
 			s.lastErr = clip(name+": "+err.Error(), maxText)
 			return applied{typ: TypeEvent, res: Invalid}
 		}
@@ -195,8 +233,8 @@ func (s *Store) apply(m Message) applied {
 		delete(s.nodes, name)
 		return applied{typ: TypeStatus, res: Removed}
 	}
-	st, err := wire.DecodeStatus(m.Payload)
-	if err != nil {
+	var st wire.Status
+	if err := decode("status", m.Payload, &st); err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return applied{typ: TypeStatus, res: Invalid}
 	}
@@ -230,7 +268,8 @@ func (s *Store) applyHistory(name string, m Message) Result {
 	if m.history == nil {
 		m = s.Prepare(m)
 	}
-	h, err := m.history.h, m.history.err
+	defer s.histories.Put(m.history.h)
+	h, err := *m.history.h, m.history.err
 	if err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return Invalid

@@ -57,11 +57,21 @@ func DecodeEvent(b []byte) (EventMessage, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return EventMessage{}, fmt.Errorf("event: %w", err)
 	}
-	if e.V != Version {
-		return EventMessage{}, fmt.Errorf("event: v=%d: %w", e.V, ErrVersion)
-	}
-	if e.ID == "" || e.Kind == "" {
-		return EventMessage{}, errors.New("event: no id or no kind")
+	if err := e.Validate(); err != nil {
+		return EventMessage{}, err
 	}
 	return e, nil
+}
+
+// Validate reports whether a decoded event message can be read: its
+// version, an id and a kind (DecodeEvent's checks, for a reader with
+// another decoder).
+func (e *EventMessage) Validate() error {
+	if e.V != Version {
+		return fmt.Errorf("event: v=%d: %w", e.V, ErrVersion)
+	}
+	if e.ID == "" || e.Kind == "" {
+		return errors.New("event: no id or no kind")
+	}
+	return nil
 }

@@ -55,13 +55,22 @@ func DecodeStatus(b []byte) (Status, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return Status{}, fmt.Errorf("status: %w", err)
 	}
-	if s.V != Version {
-		return Status{}, fmt.Errorf("status: v=%d: %w", s.V, ErrVersion)
-	}
-	if s.State == "" {
-		return Status{}, errors.New("status: no state")
+	if err := s.Validate(); err != nil {
+		return Status{}, err
 	}
 	return s, nil
+}
+
+// Validate reports whether a decoded status can be read: its version and
+// a state (DecodeStatus's checks, for a reader with another decoder).
+func (s *Status) Validate() error {
+	if s.V != Version {
+		return fmt.Errorf("status: v=%d: %w", s.V, ErrVersion)
+	}
+	if s.State == "" {
+		return errors.New("status: no state")
+	}
+	return nil
 }
 
 // NodeInfo identifies the agent in its local status.

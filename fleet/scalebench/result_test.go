@@ -23,7 +23,7 @@ type Result struct {
 
 	SetupSeconds            float64 `json:"setup_seconds"`        // the simulator publishing every retained status and history
 	BrokerFloorSeconds      float64 `json:"broker_floor_seconds"` // a bare client's subscribe until it has every retained message
-	StatusesSeconds         float64 `json:"statuses_seconds"`     // the view's start until it knows every node
+	StatusesSeconds         float64 `json:"statuses_seconds"`     // the view's start until it has every node's status
 	CompleteSeconds         float64 `json:"complete_seconds"`     // the view's start until it has every node's status and history
 	CPUCompleteSeconds      float64 `json:"cpu_complete_seconds"`
 	RSSCompleteMiB          float64 `json:"rss_complete_mib"` // peak RSS by then
@@ -88,7 +88,7 @@ func (r *Result) markdown() string {
 	for _, row := range [][2]string{
 		{"simulator: publish every retained status and full history", fmt.Sprintf("%.2f s", r.SetupSeconds)},
 		{"the broker alone: a bare client that only acknowledges, subscribe → every retained status and history", fmt.Sprintf("%.2f s", r.BrokerFloorSeconds)},
-		{"view start → every node known", fmt.Sprintf("%.2f s", r.StatusesSeconds)},
+		{"view start → every node's status applied", fmt.Sprintf("%.2f s", r.StatusesSeconds)},
 		{"view start → every status and history applied", fmt.Sprintf("%.2f s (CPU %.2f s, RSS peak by then %.1f MiB)", r.CompleteSeconds, r.CPUCompleteSeconds, r.RSSCompleteMiB)},
 		{"steady traffic (heartbeats every 5 min, 10 events/s)", fmt.Sprintf("%.1f messages/s, lag at most %.3f s", r.SteadyMessagesPerSecond, r.SteadyLagMaxSeconds)},
 		{fmt.Sprintf("burst: %d connections of %s cut → all lost", r.BurstNodes, burstSite), fmt.Sprintf("%.2f s", r.BurstLostSeconds)},

@@ -6,6 +6,7 @@
 package source
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,23 +137,43 @@ type runner struct {
 	done      chan struct{} // closed when Run returns
 }
 
-// session is one connection: connect, subscribe, then wait for its loss.
+// session is two connections, until either is lost: the view's own, a
+// persistent session (clean session off, a fixed client id) for the
+// statuses and events, on which the broker keeps the view's
+// subscriptions and queues its QoS 1 events while it is away; and one
+// for the histories, <client id>-history with a clean session, since
+// they are retained and come again at every subscribe. On one connection
+// the broker hands out the 100,000 retained histories of a large fleet
+// only after its 100,000 statuses, and the decoders wait; on two it
+// serves both at once (docs/performance.md, "Where the 100,000-node
+// start goes").
 func (r *runner) session(ctx context.Context) error {
-	c, lost, err := r.connect()
+	status, history, events := Topics(r.opts.MQTT)
+	lost := make(chan error, 2)
+	id := ClientID(r.opts.MQTT)
+	c, err := r.connect(id, false, lost, func(m fleet.Message) { r.opts.Store.Apply(m) })
 	if err != nil {
 		return err
 	}
 	defer c.Disconnect(250)
-	status, history, events := Topics(r.opts.MQTT)
-	tok := c.SubscribeMultiple(map[string]byte{status: 1, history: 1, events: 1}, nil)
-	if !tok.WaitTimeout(r.opts.DialTimeout) {
-		return fmt.Errorf("subscribing: no SUBACK within %s", r.opts.DialTimeout)
+	hc, err := r.connect(id+"-history", true, lost, r.queueHistory)
+	if err != nil {
+		return err
 	}
-	if err := tok.Error(); err != nil {
-		return fmt.Errorf("subscribing to %s, %s and %s: %w", status, history, events, err)
+	defer hc.Disconnect(250)
+	// A session the view kept from before it had two connections holds
+	// the histories' subscription too: the view would read each twice.
+	if err := r.wait(c.Unsubscribe(history), "unsubscribing from "+history); err != nil {
+		return err
+	}
+	if err := r.wait(c.SubscribeMultiple(map[string]byte{status: 1, events: 1}, nil), "subscribing to "+status+" and "+events); err != nil {
+		return err
+	}
+	if err := r.wait(hc.Subscribe(history, 1, nil), "subscribing to "+history); err != nil {
+		return err
 	}
 	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s, %s and %s", r.opts.MQTT.Broker, status, history, events))
-	r.log.Info("mqtt connected", "status_topic", status, "event_topic", events)
+	r.log.Info("mqtt connected", "status_topic", status, "history_topic", history, "event_topic", events)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -162,23 +182,40 @@ func (r *runner) session(ctx context.Context) error {
 	}
 }
 
-// connect makes a client with a persistent session (clean session off, a
-// fixed client id): the broker keeps the view's subscriptions and queues
-// its QoS 1 events while it is away. Every message goes to the store; paho
-// acknowledges a QoS 1 message after the handler returned, so an event is
-// acked only once the store has it.
-func (r *runner) connect() (paho.Client, chan error, error) {
+// wait waits for a SUBSCRIBE's or UNSUBSCRIBE's acknowledgement.
+func (r *runner) wait(tok paho.Token, what string) error {
+	if !tok.WaitTimeout(r.opts.DialTimeout) {
+		return fmt.Errorf("%s: no acknowledgement within %s", what, r.opts.DialTimeout)
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// queueHistory hands a history to the workers that decode them.
+func (r *runner) queueHistory(m fleet.Message) {
+	select {
+	case r.histories <- m:
+	case <-r.done:
+	}
+}
+
+// connect makes a client with the given client id and session, whose
+// every message goes to handle in the broker's order. paho acknowledges
+// a QoS 1 message after the handler returned, so an event is acked only
+// once the store has it.
+func (r *runner) connect(id string, clean bool, lost chan<- error, handle func(fleet.Message)) (paho.Client, error) {
 	tc, password, err := r.credentials()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	lost := make(chan error, 1)
-	store, now := r.opts.Store, r.opts.Now
+	now := r.opts.Now
 	o := paho.NewClientOptions().
 		AddBroker(r.opts.MQTT.Broker).
-		SetClientID(ClientID(r.opts.MQTT)).
+		SetClientID(id).
 		SetProtocolVersion(4). // explicit: paho would retry 3.1 and double a dead broker's cost
-		SetCleanSession(false).
+		SetCleanSession(clean).
 		SetStore(paho.NewMemoryStore()).
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
@@ -187,19 +224,11 @@ func (r *runner) connect() (paho.Client, chan error, error) {
 		SetPingTimeout(10 * time.Second).
 		SetOrderMatters(true). // one handler at a time, in the broker's order
 		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
-			msg := fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()}
-			if strings.HasSuffix(msg.Topic, "/history") {
-				select {
-				case r.histories <- msg:
-				case <-r.done:
-				}
-				return
-			}
-			store.Apply(msg)
+			handle(fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()})
 		}).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			select {
-			case lost <- err:
+			case lost <- fmt.Errorf("%s: %w", id, err):
 			default:
 			}
 		}).
@@ -214,12 +243,12 @@ func (r *runner) connect() (paho.Client, chan error, error) {
 	tok := c.Connect()
 	if !tok.WaitTimeout(2*r.opts.DialTimeout + time.Second) {
 		c.Disconnect(0)
-		return nil, nil, fmt.Errorf("connecting to %s: no CONNACK within %s", r.opts.MQTT.Broker, 2*r.opts.DialTimeout)
+		return nil, fmt.Errorf("connecting to %s as %s: no CONNACK within %s", r.opts.MQTT.Broker, id, 2*r.opts.DialTimeout)
 	}
 	if err := tok.Error(); err != nil {
-		return nil, nil, fmt.Errorf("connecting to %s: %w", r.opts.MQTT.Broker, err)
+		return nil, fmt.Errorf("connecting to %s as %s: %w", r.opts.MQTT.Broker, id, err)
 	}
-	return c, lost, nil
+	return c, nil
 }
 
 // credentials reads the TLS files and the password, at every attempt.
@@ -248,13 +277,32 @@ func (r *runner) dial(tc *tls.Config) (net.Conn, error) {
 	} else {
 		c, err = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext(ctx, "tcp", r.broker.Addr())
 	}
-	if err != nil || tc == nil {
-		return c, err
+	if err != nil {
+		return nil, err
+	}
+	if tc == nil {
+		return buffered(c), nil
 	}
 	tconn := tls.Client(c, tc)
 	if err := tconn.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return tconn, nil
+	return tconn, nil // reads whole TLS records: buffered already
 }
+
+// bufferedConn reads through a buffer. paho reads a packet's header a
+// byte at a time (the type, each byte of the length) straight from the
+// connection: on plain TCP four system calls for every message, 400,000
+// at a 100,000-node view's start (docs/performance.md, "Where the
+// 100,000-node start goes").
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func buffered(c net.Conn) net.Conn {
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, 64<<10)}
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -337,6 +337,63 @@ func TestTwoInstancesShareTheEvents(t *testing.T) {
 	}
 }
 
+// The histories come on a connection of the view's own
+// (<client id>-history): the retained one when the view subscribes, a
+// new one as it is published. A view whose persistent session still
+// subscribes to them on its first connection, as a view with one
+// connection left it, reads each once.
+func TestTheViewReadsEveryHistoryOnceOnAConnectionOfItsOwn(t *testing.T) {
+	c := newCloud(t, "edge-4")
+	pub := publisher(t, c, "edge-4")
+	publish := func(topic string, v any) {
+		t.Helper()
+		b, _ := json.Marshal(v)
+		if tok := pub.Publish(prefix+"/edge-4/"+topic, 1, true, b); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publishing to %s: %v", topic, tok.Error())
+		}
+	}
+	first := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	publish(wire.TopicHistory, wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: first, Since: first.Add(-time.Hour)})
+
+	old := paho.NewClient(viewOptions(t, c, "edgeheal-fleet-test").SetCleanSession(false))
+	if tok := old.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connecting as the view of before: %v", tok.Error())
+	}
+	got := make(chan struct{}, 1)
+	if tok := old.Subscribe(prefix+"/+/history", 1, func(paho.Client, paho.Message) { got <- struct{}{} }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribing as the view of before: %v", tok.Error())
+	}
+	<-got // and acknowledged: the broker keeps nothing in flight for the session
+	old.Disconnect(250)
+
+	v := startView(t, c, "", "edgeheal-fleet-test")
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="history"} 1`)
+	publish(wire.TopicHistory, wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: first.Add(time.Hour), Since: first.Add(-time.Hour)})
+	// On one connection the status comes after the history published
+	// before it: once it is applied, a copy of the history on the view's
+	// first connection would have come too.
+	publish(wire.TopicStatus, wire.Status{V: 1, State: "online", Session: 1, TS: time.Now().UTC(), Node: "edge-4", Site: "plant-7"})
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="history"} 2`)
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="status"} 1`)
+	// (One may be stale: two workers apply the histories, and the older
+	// can come last.)
+	if h := v.store.Health(time.Now()); h.Messages["history/duplicate"] != 0 {
+		t.Errorf("messages %v: a history read twice", h.Messages)
+	}
+}
+
+// viewOptions are the view's credentials as a paho client's, under id.
+func viewOptions(t *testing.T, c *cloud, id string) *paho.ClientOptions {
+	t.Helper()
+	cfg := c.config(t, "fleet")
+	tc, err := cfg.TLS.ClientConfig("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paho.NewClientOptions().AddBroker(c.TLSURL()).SetClientID(id).SetProtocolVersion(4).
+		SetUsername("fleet").SetPassword("fleet-pw").SetTLSConfig(tc).SetConnectTimeout(3 * time.Second)
+}
+
 func publisher(t *testing.T, c *cloud, user string) paho.Client {
 	t.Helper()
 	cfg := c.config(t, user)
