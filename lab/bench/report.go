@@ -96,8 +96,12 @@ func CheckGoals(rep *Report) []Goal {
 	if r, ok := rep.Find(S2, Edgeheal); ok && r.Error == "" {
 		add(S2, "telemetry loss", "≤ 0.1 %", fmt.Sprintf("%.3f %%", r.LossPct), r.LossPct <= 0.1)
 		what, ms := "offload exposure p99 (kernel's clock)", r.ExposureKernelMs
-		if len(ms) == 0 || len(ms) != len(r.ExposureMs) {
+		if n := len(r.ExposureMs) - len(ms); len(ms) == 0 || n != 0 {
+			// Judged by the looser measure, and the row says why.
 			what, ms = "offload exposure p99 (as the bench saw it)", r.ExposureMs
+			if len(r.ExposureKernelMs) > 0 {
+				what = fmt.Sprintf("offload exposure p99 (as the bench saw it: %d of %d re-plugs not timed by the kernel)", n, len(r.ExposureMs))
+			}
 		}
 		p99 := Percentile(ms, 99)
 		m := fmt.Sprintf("%.1f ms", p99)

@@ -234,7 +234,6 @@ func (e *env) s2(ctx context.Context) error {
 	tr, err := ktrace.OpenNetdevEvents()
 	if err != nil {
 		e.res.Notes = append(e.res.Notes, "exposure not timed by the kernel: "+err.Error())
-		tr = nil
 	} else {
 		defer tr.Close()
 	}
@@ -252,6 +251,9 @@ func (e *env) s2(ctx context.Context) error {
 		switch {
 		case ex.Fixed.IsZero():
 			e.res.ExposureUnfixed++
+		case ex.TraceErr != nil:
+			e.res.ExposureMs = append(e.res.ExposureMs, ms(ex.Duration()))
+			e.res.Notes = append(e.res.Notes, fmt.Sprintf("re-plug %d: not timed by the kernel: %v", i+1, ex.TraceErr))
 		case tr != nil && ex.FixedKernel == 0:
 			e.res.ExposureMs = append(e.res.ExposureMs, ms(ex.Duration()))
 			e.res.Notes = append(e.res.Notes, fmt.Sprintf("re-plug %d: no netdevice event of another process in the kernel's trace", i+1))
