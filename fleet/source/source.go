@@ -169,7 +169,11 @@ func (r *runner) session(ctx context.Context) error {
 	if err := r.wait(c.SubscribeMultiple(map[string]byte{status: 1, events: 1}, nil), "subscribing to "+status+" and "+events); err != nil {
 		return err
 	}
-	if err := r.wait(hc.Subscribe(history, 1, nil), "subscribing to "+history); err != nil {
+	// At QoS 0: a history is retained and the connection's session clean,
+	// so one lost with the connection comes again at the next subscribe,
+	// and no acknowledgement is worth its cost (a PUBACK written by the
+	// view and awaited by the broker, 20 in flight, for every node).
+	if err := r.wait(hc.Subscribe(history, 0, nil), "subscribing to "+history); err != nil {
 		return err
 	}
 	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s, %s and %s", r.opts.MQTT.Broker, status, history, events))
