@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ type Exposure struct {
 	// is never shorter than the exposure, and never longer than the read.
 	Requested   time.Duration
 	FixedKernel time.Duration
+	// Made is the bench's (the lab's) last netdevice event before the
+	// first of another process: the link made, up to where the agent
+	// could act on it; zero with FixedKernel.
+	Made time.Duration
 	// TraceErr is why the kernel's trace could not be read for this
 	// re-plug (FixedKernel is then zero); the bench's own figure stands.
 	TraceErr error
@@ -143,6 +148,9 @@ func ReplugExposure(ctx context.Context, l *lab.Lab, limit time.Duration, tr *kt
 			return ex, nil
 		}
 		ex.FixedKernel = lastOtherEvent(evs, os.Getpid(), ex.Requested, readAt+raceSlack)
+		if ex.FixedKernel != 0 {
+			ex.Made = madeAt(evs, os.Getpid(), ex.Requested)
+		}
 	}
 	return ex, nil
 }
@@ -158,6 +166,33 @@ func lastOtherEvent(evs []ktrace.Event, self int, from, to time.Duration) time.D
 		}
 	}
 	return last
+}
+
+// madeAt is the time of self's last event after from and before the
+// first event of another process (not a kernel thread) after from; zero
+// when self has none there.
+func madeAt(evs []ktrace.Event, self int, from time.Duration) time.Duration {
+	first := time.Duration(math.MaxInt64)
+	for _, e := range evs {
+		if e.TGID != self && !e.Kernel && e.At > from && e.At < first {
+			first = e.At
+		}
+	}
+	var last time.Duration
+	for _, e := range evs {
+		if e.TGID == self && e.At > from && e.At < first && e.At > last {
+			last = e.At
+		}
+	}
+	return last
+}
+
+// MakingDuration is Made - Requested, or 0 when there is no such figure.
+func (e Exposure) MakingDuration() time.Duration {
+	if e.Made == 0 {
+		return 0
+	}
+	return e.Made - e.Requested
 }
 
 // waitNewLink waits up to limit for the re-plugged uplink: an RTM_NEWLINK

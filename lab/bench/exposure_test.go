@@ -32,3 +32,26 @@ func TestTheFixIsTheLastEventOfAnotherProcessUpToTheRead(t *testing.T) {
 		}
 	}
 }
+
+func TestTheLinkIsMadeAtTheBenchsLastEventBeforeAnotherProcesss(t *testing.T) {
+	const self = 100
+	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		name string
+		evs  []ktrace.Event
+		want time.Duration
+	}{
+		{"the lab's last step before the agent's first", []ktrace.Event{
+			{At: ms(0.3), TGID: self}, {At: ms(0.9), TGID: self},
+			{At: ms(1.0), TGID: 300, Kernel: true}, // linkwatch: not the agent
+			{At: ms(1.1), TGID: self},
+			{At: ms(4.0), TGID: 200}, {At: ms(5.0), TGID: self},
+		}, ms(1.1)},
+		{"before the request: not this re-plug's", []ktrace.Event{{At: -ms(1), TGID: self}, {At: ms(2), TGID: 200}}, 0},
+		{"no other process: every step of the lab's", []ktrace.Event{{At: ms(0.5), TGID: self}, {At: ms(0.7), TGID: self}}, ms(0.7)},
+	} {
+		if got := madeAt(tc.evs, self, 0); got != tc.want {
+			t.Errorf("%s: madeAt = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

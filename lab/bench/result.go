@@ -48,6 +48,11 @@ type Result struct {
 	// re-plug when the kernel's trace could be read, else none.
 	ExposureMs       []float64 `json:"exposure_ms,omitempty"`
 	ExposureKernelMs []float64 `json:"exposure_kernel_ms,omitempty"`
+	// ExposureMakingMs is, of each ExposureKernelMs, the part until the
+	// link was made: the lab's last netdevice event before another
+	// process's first. The rest is the agent's: waking to the new link,
+	// and its fix.
+	ExposureMakingMs []float64 `json:"exposure_making_ms,omitempty"`
 	ExposureUnfixed  int       `json:"exposure_unfixed,omitempty"`
 	// S3: restore to the first new handshake.
 	HandshakeAfterRestoreSeconds *float64 `json:"handshake_after_restore_seconds,omitempty"`

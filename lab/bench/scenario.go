@@ -261,6 +261,9 @@ func (e *env) s2(ctx context.Context) error {
 			e.res.ExposureMs = append(e.res.ExposureMs, ms(ex.Duration()))
 			if tr != nil {
 				e.res.ExposureKernelMs = append(e.res.ExposureKernelMs, ms(ex.KernelDuration()))
+				if ex.Made != 0 {
+					e.res.ExposureMakingMs = append(e.res.ExposureMakingMs, ms(ex.MakingDuration()))
+				}
 			}
 		}
 		if err := sleep(ctx, time.Until(at.Add(e.o.ReplugEvery))); err != nil {
