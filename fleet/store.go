@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	jsonexp "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/edgeheal/edgeheal/wire"
@@ -39,18 +40,26 @@ func (s *Store) Prepare(m Message) Message {
 }
 
 // decode is wire's Decode* for the view: go-json-experiment's decoder in
-// encoding/json's semantics (its v1 package: the same fields, the same
-// errors for the same input), then wire's own checks. It reads a full
+// encoding/json's semantics (its v1 package: the same fields, and an
+// error for the same input), then wire's own checks. It reads a full
 // history in 0.45 of encoding/json's CPU and a status in 0.4, most of a
 // 100,000-node view's start (docs/performance.md, "Where the
 // 100,000-node start goes"); wire itself stays on the standard library,
 // as every program links it.
 func decode(what string, b []byte, v interface{ Validate() error }) error {
-	if err := jsonv1.Unmarshal(b, v); err != nil {
+	if err := jsonexp.Unmarshal(b, v, decodeOptions); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return v.Validate()
 }
+
+// decodeOptions are encoding/json's semantics but for one thing: an error
+// is reported as the decoder meets it, not after a first pass over the
+// whole payload that only checks its syntax (a fifth of a history's
+// decoding). The same payloads are refused, with other words; what a
+// refused payload left half-decoded is never used (FuzzDecode holds both
+// to wire's decoders).
+var decodeOptions = jsonexp.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
 
 // decodeHistory decodes a history into h, whose slices it uses again: a
 // full history is about 25 KB of them, which the start would otherwise

@@ -132,6 +132,11 @@ func TestTheViewDecodesStatusesAndEventsAsWireDoes(t *testing.T) {
 		{"invalid UTF-8 in a string", "{\"v\":1,\"state\":\"on\xffline\",\"id\":\"a\",\"kind\":\"action\"}"},
 		{"a negative session", `{"v":1,"state":"online","session":-1}`},
 		{"numbers in the evidence", `{"v":1,"id":"a","kind":"action","evidence":{"n":1e3,"m":[1,2.5]}}`},
+		// The view reports an error where its decoder meets it, not after a
+		// first pass over the whole payload: refused all the same.
+		{"broken after fields that decode", `{"v":1,"state":"online","id":"a","kind":"action","evidence":{"n":1,}}`},
+		{"a wrong type before broken syntax", `{"v":"1","state":"online","id":"a","kind":"action",]`},
+		{"a value after the document", `{"v":1,"state":"online","id":"a","kind":"action"} {}`},
 	}
 	for _, tc := range docs {
 		t.Run(tc.name, func(t *testing.T) {
