@@ -1,5 +1,6 @@
 // Package source feeds a fleet.Store from the broker: the retained
-// statuses of every node and their events, over a persistent QoS 1
+// statuses and histories of every node (at QoS 0: retained, they come
+// again at every subscribe) and their events, over a persistent QoS 1
 // session (or a shared subscription, when several instances share the
 // events). It owns the broker connection and nothing else: what a message
 // means is the store's business.
@@ -166,7 +167,11 @@ func (r *runner) session(ctx context.Context) error {
 	if err := r.wait(c.Unsubscribe(history), "unsubscribing from "+history); err != nil {
 		return err
 	}
-	if err := r.wait(c.SubscribeMultiple(map[string]byte{status: 1, events: 1}, nil), "subscribing to "+status+" and "+events); err != nil {
+	// Statuses at QoS 0, as the histories below: each node's is retained
+	// and comes again at this subscribe after any absence, so the broker
+	// need not queue them while the view is away, nor the view acknowledge
+	// each one. Events are not retained: QoS 1, queued while it is away.
+	if err := r.wait(c.SubscribeMultiple(map[string]byte{status: 0, events: 1}, nil), "subscribing to "+status+" and "+events); err != nil {
 		return err
 	}
 	// At QoS 0: a history is retained and the connection's session clean,

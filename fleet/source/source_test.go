@@ -417,3 +417,46 @@ func withShare(m configs.ReportMQTT, share string) fleet.MQTT {
 	return fleet.MQTT{Broker: m.Broker, ClientID: m.ClientID, TopicPrefix: m.TopicPrefix, Username: m.Username,
 		PasswordFile: m.PasswordFile, TLS: m.TLS, Share: share}
 }
+
+// Statuses are read at QoS 0, events at QoS 1: while the view is away the
+// broker queues only the events, and the status a node had meanwhile comes
+// again, retained, when the view subscribes at its return.
+func TestWhatHappenedWhileTheViewWasAwayIsSeenAtItsReturn(t *testing.T) {
+	c := newCloud(t, "edge-4")
+	cfg := c.config(t, "fleet")
+	cfg.ClientID = "edgeheal-fleet-away"
+	first := fleet.NewStore(prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- source.Run(ctx, source.Options{MQTT: withShare(cfg, ""), Store: first, DialTimeout: 3 * time.Second, MaxBackoff: time.Second})
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("source.Run returned %v after its context ended, want nil", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	cmd := startNode(t, node{MQTT: c.config(t, "edge-4"), Name: "edge-4", StateDir: t.TempDir(),
+		Checks: []wire.Check{{Kind: "uplink", Target: "wwan0", State: "ok", Healthy: true}}})
+	testsupport.WaitFor(t, 20*time.Second, "the first view sees edge-4 online", func() bool {
+		d, ok := first.Detail("edge-4", time.Now())
+		return ok && d.State == fleet.StateOnline
+	})
+	stop()
+
+	kill9(t, cmd) // its Will, retained, while no view is there
+	pub := publisher(t, c, "edge-4")
+	ev := []byte(`{"v":1,"node":"edge-4","id":"ev-away","ts":"2026-11-29T12:00:00Z","kind":"action","target":"wwan0","action":"offload-off","result":"changed"}`)
+	if tok := pub.Publish(prefix+"/edge-4/event", 1, false, ev); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("publishing the event: %v", tok.Error())
+	}
+	v := startView(t, c, "", cfg.ClientID) // the same session, a new store
+	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-4",site="plant-7",state="lost"} 1`)
+	v.waitMetric(t, `edgeheal_fleet_events_total{kind="action"} 1`)
+}
