@@ -35,7 +35,10 @@ type Exposure struct {
 	FixedKernel time.Duration
 	// Made is the bench's (the lab's) last netdevice event before the
 	// first of another process: the link made, up to where the agent
-	// could act on it; zero with FixedKernel.
+	// could act on it; zero when FixedKernel is. The bench is one
+	// process for all its labs: in a parallel run another lab's event of
+	// the same instant counts as this one's making (so the agent's part,
+	// the rest, is never overstated).
 	Made time.Duration
 	// TraceErr is why the kernel's trace could not be read for this
 	// re-plug (FixedKernel is then zero); the bench's own figure stands.
