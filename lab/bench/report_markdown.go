@@ -99,9 +99,13 @@ func resultNotes(r Result) []string {
 			notes = append(notes, fmt.Sprintf("exposure by the kernel's clock p50 %.1f ms, p99 %.1f ms, max %.1f ms",
 				Percentile(r.ExposureKernelMs, 50), Percentile(r.ExposureKernelMs, 99), Percentile(r.ExposureKernelMs, 100)))
 		}
-		if len(r.ExposureMakingMs) > 0 {
-			notes = append(notes, fmt.Sprintf("of which the link's making (the lab's part) p50 %.1f ms, max %.1f ms",
-				Percentile(r.ExposureMakingMs, 50), Percentile(r.ExposureMakingMs, 100)))
+		if n := len(r.ExposureSplit); n > 0 {
+			making, agent := make([]float64, n), make([]float64, n)
+			for i, s := range r.ExposureSplit {
+				making[i], agent[i] = s.MakingMs, s.AgentMs
+			}
+			notes = append(notes, fmt.Sprintf("of which the link's making (kernel and lab) p50 %.1f ms, max %.1f ms; the agent's part p50 %.1f ms, max %.1f ms",
+				Percentile(making, 50), Percentile(making, 100), Percentile(agent, 50), Percentile(agent, 100)))
 		}
 		if len(r.ExposureMs) > 0 {
 			notes = append(notes, fmt.Sprintf("exposure as the bench saw it p50 %.1f ms, p99 %.1f ms", Percentile(r.ExposureMs, 50), Percentile(r.ExposureMs, 99)))

@@ -427,3 +427,15 @@ func TestS2GoalRow(t *testing.T) {
 		})
 	}
 }
+
+// The report says how S2's exposure divides between the link's making and
+// the agent, from the re-plugs where the trace told them apart.
+func TestS2NotesSplitTheExposure(t *testing.T) {
+	r := Result{Scenario: S2, Contender: Edgeheal, ExposureMs: []float64{1, 2, 3}, ExposureKernelMs: []float64{2, 3, 6},
+		ExposureSplit: []ExposureSplit{{MakingMs: 1.5, AgentMs: 0.5}, {MakingMs: 1.0, AgentMs: 5.0}}}
+	notes := strings.Join(resultNotes(r), "; ")
+	want := "of which the link's making (kernel and lab) p50 1.0 ms, max 1.5 ms; the agent's part p50 0.5 ms, max 5.0 ms"
+	if !strings.Contains(notes, want) {
+		t.Errorf("notes %q lack %q", notes, want)
+	}
+}

@@ -48,11 +48,10 @@ type Result struct {
 	// re-plug when the kernel's trace could be read, else none.
 	ExposureMs       []float64 `json:"exposure_ms,omitempty"`
 	ExposureKernelMs []float64 `json:"exposure_kernel_ms,omitempty"`
-	// ExposureMakingMs is, of each ExposureKernelMs, the part until the
-	// link was made: the lab's last netdevice event before another
-	// process's first. The rest is the agent's: waking to the new link,
-	// and its fix.
-	ExposureMakingMs []float64 `json:"exposure_making_ms,omitempty"`
+	// ExposureSplit divides a kernel-clock exposure, for each re-plug
+	// where the trace tells the two apart (not always as many as
+	// ExposureKernelMs).
+	ExposureSplit []ExposureSplit `json:"exposure_split,omitempty"`
 	ExposureUnfixed  int       `json:"exposure_unfixed,omitempty"`
 	// S3: restore to the first new handshake.
 	HandshakeAfterRestoreSeconds *float64 `json:"handshake_after_restore_seconds,omitempty"`
@@ -150,4 +149,13 @@ func Ratio(a, b float64) *float64 {
 		return nil
 	}
 	return ptr(a / b)
+}
+
+// ExposureSplit is one re-plug's kernel-clock exposure in two: until the
+// link was made (the lab's last netdevice event before another process's
+// first: the kernel's and the lab's time) and the rest (the agent waking
+// to the new link, and its fix).
+type ExposureSplit struct {
+	MakingMs float64 `json:"making_ms"`
+	AgentMs  float64 `json:"agent_ms"`
 }

@@ -262,7 +262,8 @@ func (e *env) s2(ctx context.Context) error {
 			if tr != nil {
 				e.res.ExposureKernelMs = append(e.res.ExposureKernelMs, ms(ex.KernelDuration()))
 				if ex.Made != 0 {
-					e.res.ExposureMakingMs = append(e.res.ExposureMakingMs, ms(ex.MakingDuration()))
+					e.res.ExposureSplit = append(e.res.ExposureSplit, ExposureSplit{
+						MakingMs: ms(ex.MakingDuration()), AgentMs: ms(ex.KernelDuration() - ex.MakingDuration())})
 				}
 			}
 		}
