@@ -51,8 +51,8 @@ type Result struct {
 	// ExposureSplit divides a kernel-clock exposure, for each re-plug
 	// where the trace tells the two apart (not always as many as
 	// ExposureKernelMs).
-	ExposureSplit []ExposureSplit `json:"exposure_split,omitempty"`
-	ExposureUnfixed  int       `json:"exposure_unfixed,omitempty"`
+	ExposureSplit   []ExposureSplit `json:"exposure_split,omitempty"`
+	ExposureUnfixed int             `json:"exposure_unfixed,omitempty"`
 	// S3: restore to the first new handshake.
 	HandshakeAfterRestoreSeconds *float64 `json:"handshake_after_restore_seconds,omitempty"`
 	// S5: events that happened during the outage and reached the cloud after it.
