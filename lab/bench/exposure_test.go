@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -54,4 +56,23 @@ func TestTheLinkIsMadeAtTheBenchsLastEventBeforeAnotherProcesss(t *testing.T) {
 			t.Errorf("%s: madeAt = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// Side by side, one lab at a time re-plugs and times the fix: a second
+// lab waits for the turn, and a bench that is stopped while it waits
+// stops waiting.
+func TestOneLabAtATimeTimesItsReplug(t *testing.T) {
+	if err := takeReplugTurn(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := takeReplugTurn(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second lab took the turn while the first held it: %v", err)
+	}
+	<-replugTurn
+	if err := takeReplugTurn(context.Background()); err != nil {
+		t.Fatalf("the turn given back could not be taken: %v", err)
+	}
+	<-replugTurn
 }

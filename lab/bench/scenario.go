@@ -226,7 +226,8 @@ func (e *env) s1(ctx context.Context) error {
 // re-plug: the new link's RTM_NEWLINK to TX checksum offload seen off, and
 // by the kernel's clock the request to create it to the fix (see
 // ReplugExposure; a contender that never turns it off leaves it on:
-// counted as unfixed).
+// counted as unfixed). With labs side by side, one re-plug is timed at a
+// time (replugTurn).
 func (e *env) s2(ctx context.Context) error {
 	if err := e.warmup(ctx); err != nil {
 		return err
@@ -238,12 +239,17 @@ func (e *env) s2(ctx context.Context) error {
 		defer tr.Close()
 	}
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)) / 1000 }
+	next := time.Now()
 	for i := range e.o.Replugs {
+		if err := takeReplugTurn(ctx); err != nil {
+			return err
+		}
 		at := time.Now()
 		if i == 0 {
 			e.res.FaultAt = at
 		}
 		ex, err := ReplugExposure(ctx, e.l, min(5*time.Second, e.o.ReplugEvery/2), tr)
+		<-replugTurn // give the turn back
 		if err != nil {
 			return fmt.Errorf("re-plug %d: %w", i+1, err)
 		}
@@ -267,11 +273,35 @@ func (e *env) s2(ctx context.Context) error {
 				}
 			}
 		}
-		if err := sleep(ctx, time.Until(at.Add(e.o.ReplugEvery))); err != nil {
+		next = next.Add(e.o.ReplugEvery)
+		if err := sleep(ctx, time.Until(next)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// replugTurn lets one S2 lab at a time re-plug its modem and time the
+// fix. Side by side, the labs' schedules fall within milliseconds of each
+// other (each waits the same warm-up), and the bench is one process for
+// every lab: another lab's re-plug (links made and moved under the RTNL
+// lock) and its feature reads every millisecond would land in this lab's
+// timing, as making or as the agent's fix. A node re-plugs one modem.
+// A lab whose contender never fixes the link holds its turn for the whole
+// limit (5 s), so a round of the four S2 labs can take 15 s: within the
+// full and the short run's periods (60 and 20 s); with a shorter period a
+// lab's re-plugs come late, never fewer.
+var replugTurn = make(chan struct{}, 1)
+
+// takeReplugTurn waits for the turn (or ctx); the taker gives it back
+// with <-replugTurn.
+func takeReplugTurn(ctx context.Context) error {
+	select {
+	case replugTurn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // S3: a blackhole of d, then a tail to see the recovery and the first
