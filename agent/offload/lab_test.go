@@ -150,7 +150,7 @@ func TestLabOffloadGuardKeepsOffloadOffThrough20Replugs(t *testing.T) {
 // window includes creating the veth itself. Goal: p99 under 50 ms. Run at
 // least 50 re-plugs:
 //
-//	sudo env PATH=$PATH go test ./agent -run XXX -bench LabOffloadExposure -benchtime=100x
+//	sudo env PATH=$PATH go test ./agent/offload -run XXX -bench LabOffloadExposure -benchtime=100x
 func BenchmarkLabOffloadExposureWindow(b *testing.B) {
 	l := agentlab.New(b)
 	_, fx := startGuard(b, l, []configs.Uplink{{Name: "wwan0"}}, "wwan0") // a veth: named exactly
