@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -124,7 +125,31 @@ func (l *Lab) startEmbedded() (broker, error) {
 	return embedded{s}, nil
 }
 
-func (e embedded) stop() error { return e.s.Close() }
+// stop closes the broker, waiting at most brokerCloseWait: mochi-mqtt
+// v2.7.9's Close can deadlock. Clients.GetByListener takes the clients'
+// read lock twice (the second time in Len), and a client connecting in
+// between waits for the write lock, so neither moves on (seen once, a lab
+// benchmark of 2026-12-04 that hung 14 minutes closing a lab). A broker
+// that does not close in time is left behind: its goroutines until the
+// process ends, its listener's socket in the cloud namespace, which the
+// lab removes all the same.
+func (e embedded) stop() error { return closeWithin(e.s, brokerCloseWait) }
+
+const brokerCloseWait = 5 * time.Second
+
+// closeWithin closes c, or gives up waiting after d with an error.
+func closeWithin(c io.Closer, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("the embedded broker did not close within %s: left behind", d)
+	}
+}
 
 type mosquitto struct {
 	cmd  *exec.Cmd
