@@ -78,11 +78,12 @@ bench-fleet: build
 	$(GO) test -run '^$$' -bench FleetScale -benchtime 1x -timeout 60m ./fleet/scalebench/ -args -nodes 100000 -results $(CURDIR)/bench/results
 
 # Scenarios x contenders in the lab (root), side by side; results in
-# bench/results/. About 25 minutes; bench-lab-short about 9.
-bench-lab: build
+# bench/results/. About 25 minutes; bench-lab-short about 12. The
+# contenders need Debian's wireguard-tools (test-deps installs it).
+bench-lab: test-deps build
 	$(BIN)/edgeheal-lab bench --parallel --edgeheal $(BIN)/edgeheal
 
-bench-lab-short: build
+bench-lab-short: test-deps build
 	$(BIN)/edgeheal-lab bench --parallel --short --edgeheal $(BIN)/edgeheal
 
 # edgeheal (a leaf and a 5,000-peer hub) and Debian's node_exporter side

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,6 +202,67 @@ func TestLabNamespaceGoneIsAnError(t *testing.T) {
 	}
 	if !isNamespaceErr(err) {
 		t.Errorf("error %v is not a NamespaceError", err)
+	}
+}
+
+// TestLabOwnNamespaceWhileProbesRunElsewhere reads the process's own
+// namespace while probes enter another one on other threads, under GC
+// pressure, as the agent does at start: every read is the process's, and
+// so is a Netlink's. A plain netns.Get here read the probes' namespace
+// about once in 20,000 reads.
+func TestLabOwnNamespaceWhileProbesRunElsewhere(t *testing.T) {
+	needRoot(t)
+	pod := newNetns(t)
+	self, err := ownNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop.Store(true)
+	for range 4 {
+		wg.Go(func() {
+			for !stop.Load() {
+				if err := pod.Do(func() error { return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() { // garbage, so that GC assists park the reader now and then
+		var keep [][]byte
+		for !stop.Load() {
+			if keep = append(keep, make([]byte, 4096)); len(keep) > 1000 {
+				keep = nil
+			}
+		}
+	})
+	const reads = 100_000
+	deadline := time.Now().Add(time.Minute)
+	foreign := 0
+	for i := 0; i < reads && time.Now().Before(deadline); i++ {
+		ns, err := ownNamespace()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ns.Equal(self) {
+			foreign++
+		}
+		ns.Close()
+	}
+	if foreign > 0 {
+		t.Errorf("%d of %d reads of the process's own namespace gave another one", foreign, reads)
+	}
+	n, err := NewNetlink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if !n.ns.Equal(self) {
+		t.Errorf("NewNetlink is bound to %v, want the process's namespace %v", n.ns, self)
 	}
 }
 

@@ -22,10 +22,10 @@ type Netlink struct {
 
 var _ LinkWatcher = (*Netlink)(nil)
 
-// NewNetlink returns a Netlink for the calling thread's network namespace
-// (for a process that never leaves it: the process's), fixed at this call.
+// NewNetlink returns a Netlink for the process's own network namespace,
+// fixed at this call.
 func NewNetlink() (*Netlink, error) {
-	ns, err := netns.Get()
+	ns, err := ownNamespace()
 	if err != nil {
 		return nil, fmt.Errorf("reading the current network namespace: %w", err)
 	}
