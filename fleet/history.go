@@ -71,25 +71,46 @@ func (s *Store) compactHistory(h wire.History) *nodeHistory {
 			p95: float32(t.OutageP95Seconds), maxOutage: float32(t.OutageMaxSeconds), mttr: float32(t.MTTRSeconds)})
 	}
 	nh.incidents = make([]histIncident, 0, min(len(h.Incidents), maxHistIncidents))
+	var what []byte // one buffer for every incident: most of them find their string shared already
 	for i, in := range h.Incidents {
 		if i == maxHistIncidents {
 			break
 		}
-		parts := []string{clip(in.Kind, maxName), clip(in.Target, maxName), clip(in.Diagnosis, maxText),
-			clip(in.HealedBy, maxName), clip(strings.Join(in.Repairs, ","), maxText)}
 		hi := histIncident{start: in.Start.UnixMilli(), duration: float32(max(in.DurationSeconds, 0)), open: in.End.IsZero(), gaveUp: in.GaveUp}
 		if len(in.ID) == 2*len(hi.id) && lowerHex(in.ID) {
 			_, err := hex.Decode(hi.id[:], []byte(in.ID))
 			hi.hexID = err == nil
 		}
-		if hi.what = strings.Join(parts, unitSep); hi.hexID {
-			hi.what = s.intern(hi.what) // shared: the same kind of incident on many nodes
+		what = appendWhat(what[:0], in)
+		if hi.hexID {
+			hi.what = s.internBytes(what) // shared: the same kind of incident on many nodes
 		} else {
-			hi.what += unitSep + clip(in.ID, maxName) // its own: an id of another form
+			hi.what = string(what) + unitSep + clip(in.ID, maxName) // its own: an id of another form
 		}
 		nh.incidents = append(nh.incidents, hi)
 	}
 	return nh
+}
+
+// appendWhat appends an incident's shared string to b: its kind, target,
+// diagnosis, the rung that healed it and the rungs tried (joined by ","),
+// each clipped, joined by unitSep.
+func appendWhat(b []byte, in wire.Incident) []byte {
+	b = append(append(b, clip(in.Kind, maxName)...), unitSep...)
+	b = append(append(b, clip(in.Target, maxName)...), unitSep...)
+	b = append(append(b, clip(in.Diagnosis, maxText)...), unitSep...)
+	b = append(append(b, clip(in.HealedBy, maxName)...), unitSep...)
+	start := len(b)
+	for i, r := range in.Repairs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, r...)
+	}
+	if len(b)-start > maxText {
+		b = append(b[:start], clip(string(b[start:]), maxText)...)
+	}
+	return b
 }
 
 // lowerHex reports whether s is lower-case hex digits only (so that

@@ -120,6 +120,15 @@ func (s *Store) intern(v string) string {
 	return v
 }
 
+// internBytes is intern for a string held in b, made only when it is not
+// shared already.
+func (s *Store) internBytes(b []byte) string {
+	if in, ok := s.strings[string(b)]; ok { // looked up without a copy
+		return in
+	}
+	return s.intern(string(b))
+}
+
 // Store is the fleet's state. Apply is called by one goroutine (the MQTT
 // subscriber); every query may run concurrently with it. It does no I/O.
 type Store struct {

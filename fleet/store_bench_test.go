@@ -44,3 +44,15 @@ func BenchmarkStoreFullHistory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// BenchmarkCompactHistory is the store's own work on a full history once
+// decoded (the view's start does it once a node): what it allocates is
+// garbage the collector walks at a 100,000-node start.
+func BenchmarkCompactHistory(b *testing.B) {
+	s := NewStore("edgeheal/v1")
+	h := fullHistory("node-00001", "site-01", t0, 60)
+	b.ReportAllocs()
+	for b.Loop() {
+		runtime.KeepAlive(s.compactHistory(h))
+	}
+}
