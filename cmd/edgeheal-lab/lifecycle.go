@@ -190,7 +190,7 @@ func down(d dirs, stdout io.Writer) error {
 	if serr == nil {
 		fmt.Fprintf(stdout, "lab %s down\n", s.Prefix)
 	} else {
-		fmt.Fprintf(stdout, "no lab in %s\n", d)
+		fmt.Fprintf(stdout, "no lab in %s (labs left by tests or a benchmark: `edgeheal-lab sweep`)\n", d)
 	}
 	return nil
 }

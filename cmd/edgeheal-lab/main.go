@@ -75,6 +75,9 @@ func run(args []string, stdout io.Writer) error {
 	case "supervise": // hidden: the detached process `up` starts
 		return supervise(d, nil)
 	case "down":
+		if len(rest) > 0 {
+			return fmt.Errorf("down takes no arguments (got %q): it stops the lab of the run directory; a lab a test or a benchmark left is removed with `edgeheal-lab sweep PREFIX` (`edgeheal-lab sweep` lists them)", rest)
+		}
 		return down(d, stdout)
 	case "status":
 		return status(d, rest, stdout)

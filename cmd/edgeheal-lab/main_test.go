@@ -232,3 +232,22 @@ func TestLabCLIUpWithTheCarrierNATAndItsFaults(t *testing.T) {
 	c.must("down")
 	requireNothingLeft(t, p, c.runDir, s.PID)
 }
+
+// TestLabCLIDownNamesSweepForOtherLabs: down stops the run directory's lab
+// only; given a prefix (as for a lab a benchmark left) it refuses, and says
+// which command removes such a lab, rather than answering "no lab" while
+// the lab stays.
+func TestLabCLIDownNamesSweepForOtherLabs(t *testing.T) {
+	c := cli{t: t, bin: buildCLI(t), runDir: t.TempDir()}
+	out, err := c.run("down", "--prefix", "ehl0000")
+	if err == nil {
+		t.Fatalf("down --prefix: no error; output %q", out)
+	}
+	if !strings.Contains(out, "sweep PREFIX") {
+		t.Errorf("down --prefix: %q does not name `edgeheal-lab sweep PREFIX`", out)
+	}
+	out = c.must("down")
+	if !strings.Contains(out, "no lab in "+c.runDir) || !strings.Contains(out, "edgeheal-lab sweep") {
+		t.Errorf("down without a lab: %q, want `no lab in %s` and the sweep command", out, c.runDir)
+	}
+}
