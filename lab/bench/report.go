@@ -155,7 +155,7 @@ func CheckGoals(rep *Report) []Goal {
 	return gs
 }
 
-// s8Goals are edgeheal's goals under a path-MTU blackhole (issue 25): a
+// s8Goals are edgeheal's goals under a path-MTU blackhole (docs/performance.md, S8): a
 // new transfer through the tunnel and over the uplink, both ways, within
 // 5 s of the fault; every later one at full speed; its own report over the
 // uplink within 5 s; no rung of the ladder; the small telemetry never
