@@ -84,8 +84,8 @@ func (n Netns) Do(fn func() error) error {
 // enough: it reads the namespace of the thread whose id it took first, and
 // a goroutine not locked to that thread may move off it in between (a GC
 // assist parks it, say) while a probe's goroutine locks the thread and
-// enters a pod's namespace. A handle read so (about 1 in 20,000 reads with
-// probes in flight) pointed every netlink reading of the agent at the pod.
+// enters a pod's namespace. A handle read so (docs/performance.md, S6)
+// pointed every netlink reading of the agent at the pod.
 func ownNamespace() (netns.NsHandle, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
