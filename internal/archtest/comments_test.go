@@ -6,7 +6,7 @@ import (
 	"go/token"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,18 +25,8 @@ func TestCommentsNameNoIssuesOrCommits(t *testing.T) {
 	var bad []string
 	hexAt := map[string][]string{} // word -> where
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "dist" || d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	testdata := func(rel string) bool { return path.Base(rel) == "testdata" }
+	err := walkRepo(root, testdata, func(p, rel string, d os.DirEntry) error {
 		if !strings.HasSuffix(rel, ".go") {
 			return nil
 		}

@@ -16,18 +16,7 @@ func TestNoCodeFromElsewhere(t *testing.T) {
 	root := moduleRoot(t)
 	notice := regexp.MustCompile(`(?i)copyright (\(c\) )?[0-9]{4}.*(go authors|google|the kubernetes|inc\.|llc|foundation|authors)`)
 	var bad []string
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "dist" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := walkRepo(root, nil, func(p, rel string, d os.DirEntry) error {
 		base := d.Name()
 		if strings.HasPrefix(base, "LICENSE") || strings.Contains(base, "copyright") {
 			return nil
@@ -54,4 +43,24 @@ func TestNoCodeFromElsewhere(t *testing.T) {
 	if len(bad) > 0 {
 		t.Errorf("files that carry another author's copyright (use the code as a dependency, never a copy):\n  %s", strings.Join(bad, "\n  "))
 	}
+}
+
+// walkRepo calls fn for every file of the repository at root, with its
+// path relative to root (slash-separated), past hidden directories, bin,
+// dist, and the directories skip names (skip may be nil).
+func walkRepo(root string, skip func(rel string) bool, fn func(p, rel string, d os.DirEntry) error) error {
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if !d.IsDir() {
+			return fn(p, rel, d)
+		}
+		if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == "dist" || skip != nil && skip(rel) {
+			return filepath.SkipDir
+		}
+		return nil
+	})
 }
