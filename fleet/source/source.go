@@ -34,8 +34,13 @@ type Options struct {
 	Logger *slog.Logger
 
 	DialTimeout time.Duration // TCP+TLS dial and CONNACK wait; default 10s
-	MaxBackoff  time.Duration // reconnect delay cap; default 1m
-	Now         func() time.Time
+	// KeepAlive is MQTT's keep-alive on both connections: a ping when
+	// idle that long, and a connection lost when the broker does not
+	// answer within a third of it more (paho's) or sends nothing for
+	// half of it more (the histories'); default 30s.
+	KeepAlive  time.Duration
+	MaxBackoff time.Duration // reconnect delay cap; default 1m
+	Now        func() time.Time
 	// Dial opens the TCP connection to the broker (TLS goes over it);
 	// nil: a net.Dialer in the process's own network namespace.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -83,6 +88,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 10 * time.Second
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 30 * time.Second
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = time.Minute
@@ -143,7 +151,8 @@ type runner struct {
 // statuses and events, on which the broker keeps the view's
 // subscriptions and queues its QoS 1 events while it is away; and one
 // for the histories, <client id>-history with a clean session, since
-// they are retained and come again at every subscribe. On one connection
+// they are retained and come again at every subscribe (historyConn: the
+// view reads its packets itself). On one connection
 // the broker hands out the 100,000 retained histories of a large fleet
 // only after its 100,000 statuses, and the decoders wait; on two it
 // serves both at once (docs/performance.md, "Where the 100,000-node
@@ -152,16 +161,16 @@ func (r *runner) session(ctx context.Context) error {
 	status, history, events := Topics(r.opts.MQTT)
 	lost := make(chan error, 2)
 	id := ClientID(r.opts.MQTT)
-	c, err := r.connect(id, false, lost, func(m fleet.Message) { r.opts.Store.Apply(m) })
+	c, err := r.connect(id, lost, func(m fleet.Message) { r.opts.Store.Apply(m) })
 	if err != nil {
 		return err
 	}
 	defer c.Disconnect(250)
-	hc, err := r.connect(id+"-history", true, lost, r.queueHistory)
+	hc, err := r.connectHistories(id + "-history")
 	if err != nil {
 		return err
 	}
-	defer hc.Disconnect(250)
+	defer hc.close()
 	// A session the view kept from before it had two connections holds
 	// the histories' subscription too: the view would read each twice.
 	if err := r.wait(c.Unsubscribe(history), "unsubscribing from "+history); err != nil {
@@ -178,8 +187,26 @@ func (r *runner) session(ctx context.Context) error {
 	// so one lost with the connection comes again at the next subscribe,
 	// and no acknowledgement is worth its cost (a PUBACK written by the
 	// view and awaited by the broker, 20 in flight, for every node).
-	if err := r.wait(hc.Subscribe(history, 0, nil), "subscribing to "+history); err != nil {
-		return err
+	subscribed := make(chan error, 1)
+	go func() {
+		err := hc.read(subscribed, r.queueHistory, r.opts.Now)
+		select {
+		case lost <- fmt.Errorf("%s-history: %w", id, err):
+		default:
+		}
+	}()
+	if err := hc.subscribe(history); err != nil {
+		return fmt.Errorf("subscribing to %s: %w", history, err)
+	}
+	select {
+	case err := <-subscribed:
+		if err != nil {
+			return fmt.Errorf("subscribing to %s: %w", history, err)
+		}
+	case err := <-lost:
+		return fmt.Errorf("subscribing to %s: %w", history, err)
+	case <-time.After(r.opts.DialTimeout):
+		return fmt.Errorf("subscribing to %s: no acknowledgement within %s", history, r.opts.DialTimeout)
 	}
 	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s, %s and %s", r.opts.MQTT.Broker, status, history, events))
 	r.log.Info("mqtt connected", "status_topic", status, "history_topic", history, "event_topic", events)
@@ -210,11 +237,12 @@ func (r *runner) queueHistory(m fleet.Message) {
 	}
 }
 
-// connect makes a client with the given client id and session, whose
-// every message goes to handle in the broker's order. paho acknowledges
+// connect makes the view's own client: the given client id, a
+// persistent session, every message to handle in the broker's order.
+// paho acknowledges
 // a QoS 1 message after the handler returned, so an event is acked only
 // once the store has it.
-func (r *runner) connect(id string, clean bool, lost chan<- error, handle func(fleet.Message)) (paho.Client, error) {
+func (r *runner) connect(id string, lost chan<- error, handle func(fleet.Message)) (paho.Client, error) {
 	tc, password, err := r.credentials()
 	if err != nil {
 		return nil, err
@@ -224,13 +252,13 @@ func (r *runner) connect(id string, clean bool, lost chan<- error, handle func(f
 		AddBroker(r.opts.MQTT.Broker).
 		SetClientID(id).
 		SetProtocolVersion(4). // explicit: paho would retry 3.1 and double a dead broker's cost
-		SetCleanSession(clean).
+		SetCleanSession(false).
 		SetStore(paho.NewMemoryStore()).
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
 		SetConnectTimeout(r.opts.DialTimeout).
-		SetKeepAlive(30 * time.Second).
-		SetPingTimeout(10 * time.Second).
+		SetKeepAlive(r.opts.KeepAlive).
+		SetPingTimeout(r.opts.KeepAlive / 3).
 		SetOrderMatters(true). // one handler at a time, in the broker's order
 		SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
 			handle(fleet.Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained(), Received: now()})
@@ -241,7 +269,13 @@ func (r *runner) connect(id string, clean bool, lost chan<- error, handle func(f
 			default:
 			}
 		}).
-		SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) { return r.dial(tc) })
+		SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) {
+			c, err := r.dial(tc)
+			if err != nil || tc != nil {
+				return c, err // a TLS connection reads whole records: buffered already
+			}
+			return buffered(c), nil
+		})
 	if u := r.opts.MQTT.Username; u != "" {
 		o.SetUsername(u)
 	}
@@ -290,14 +324,14 @@ func (r *runner) dial(tc *tls.Config) (net.Conn, error) {
 		return nil, err
 	}
 	if tc == nil {
-		return buffered(c), nil
+		return c, nil
 	}
 	tconn := tls.Client(c, tc)
 	if err := tconn.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return tconn, nil // reads whole TLS records: buffered already
+	return tconn, nil
 }
 
 // bufferedConn reads through a buffer. paho reads a packet's header a

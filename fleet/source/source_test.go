@@ -469,3 +469,56 @@ func TestWhatHappenedWhileTheViewWasAwayIsSeenAtItsReturn(t *testing.T) {
 	v.waitMetric(t, `edgeheal_fleet_node_state{node="edge-4",site="plant-7",state="lost"} 1`)
 	v.waitMetric(t, `edgeheal_fleet_events_total{kind="action"} 1`)
 }
+
+// runView runs source.Run on a store of its own until the test ends.
+func runView(t *testing.T, o source.Options) *fleet.Store {
+	t.Helper()
+	o.Store = fleet.NewStore(prefix)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- source.Run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("source.Run returned %v after its context ended, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("source.Run did not return within 10s of its context's end")
+		}
+	})
+	return o.Store
+}
+
+// A broker that stops answering (paused: its sockets stay open) is seen
+// within one and a half keep-alive periods; when it answers again the
+// view reconnects and reads every history again.
+func TestTheViewReconnectsAfterItsBrokerStoppedAnswering(t *testing.T) {
+	c := newCloud(t, "edge-4")
+	pub := publisher(t, c, "edge-4")
+	b, _ := json.Marshal(wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: time.Now().UTC().Truncate(time.Second), Since: time.Now().UTC().Add(-time.Hour)})
+	if tok := pub.Publish(prefix+"/edge-4/"+wire.TopicHistory, 1, true, b); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("publishing the history: %v", tok.Error())
+	}
+	cfg := c.config(t, "fleet")
+	cfg.ClientID = "view-wedged"
+	store := runView(t, source.Options{MQTT: withShare(cfg, ""), DialTimeout: 3 * time.Second, KeepAlive: time.Second, MaxBackoff: time.Second})
+	testsupport.WaitFor(t, 10*time.Second, "the view has the history", func() bool {
+		return store.Health(time.Now()).Messages["history/applied"] == 1
+	})
+	c.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.Resume()
+		}
+	}()
+	testsupport.WaitFor(t, 10*time.Second, "the view sees its broker gone quiet", func() bool { return !store.Health(time.Now()).Connected })
+	c.Resume()
+	resumed = true
+	testsupport.WaitFor(t, 20*time.Second, "the view reconnected and read the history again", func() bool {
+		h := store.Health(time.Now())
+		return h.Connected && h.Messages["history/duplicate"] >= 1
+	})
+}

@@ -354,12 +354,38 @@ func (b *Broker) waitListening(addr string) {
 	}
 }
 
+// Pause stops the broker by its PID (SIGSTOP): its connections stay
+// open and it answers nothing, as a wedged broker does. Resume or Stop
+// ends the pause.
+func (b *Broker) Pause() {
+	b.t.Helper()
+	if b.cmd == nil {
+		b.t.Fatal("mosquitto is not running")
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		b.t.Fatalf("pausing mosquitto: %v", err)
+	}
+}
+
+// Resume lets a paused broker go on (SIGCONT).
+func (b *Broker) Resume() {
+	b.t.Helper()
+	if b.cmd == nil {
+		b.t.Fatal("mosquitto is not running")
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		b.t.Fatalf("resuming mosquitto: %v", err)
+	}
+}
+
 // Stop ends the broker by its PID (SIGTERM, so it saves its persistence
-// file; SIGKILL after 5 s) and waits for it. Safe to call twice.
+// file; SIGKILL after 5 s) and waits for it, paused or not. Safe to call
+// twice.
 func (b *Broker) Stop() {
 	if b.cmd == nil {
 		return
 	}
+	_ = b.cmd.Process.Signal(syscall.SIGCONT)
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-b.exited:

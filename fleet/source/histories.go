@@ -1,0 +1,230 @@
+package source
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/edgeheal/edgeheal/broker"
+	"github.com/edgeheal/edgeheal/fleet"
+)
+
+// historyConn is the histories' connection: a clean session that
+// subscribes once, at QoS 0, and then only reads. It reads its PUBLISH
+// packets itself, each into one buffer whose tail is the payload, where
+// paho allocates and copies every payload twice (the packet, then the
+// payload out of it): at a 100,000-node start 1.6 GB for the 800 MB of
+// histories, which the collector then walks. Side by side, this
+// connection took a fifth less of the view's CPU for its start
+// (docs/performance.md, "Where the 100,000-node start goes"). Every
+// other packet is encoded and decoded by paho's packets package, and the
+// view's own connection (statuses and events, QoS 1, a persistent
+// session) stays a paho client.
+type historyConn struct {
+	conn      net.Conn
+	r         *bufio.Reader
+	keepAlive time.Duration
+
+	wmu    sync.Mutex // PINGREQ and DISCONNECT come from other goroutines than SUBSCRIBE
+	closed chan struct{}
+	once   sync.Once
+}
+
+// maxHistoryPacket is the largest packet the histories' connection
+// reads: a payload as large as the store reads, and room for its topic.
+// A larger one ends the connection, as a broker that breaks MQTT: a
+// packet's length is the broker's say, and the view does not allocate
+// whatever it says.
+const maxHistoryPacket = fleet.MaxPayload + 64<<10
+
+// subscribeID is the packet id of the connection's one SUBSCRIBE.
+const subscribeID = 1
+
+// connectHistories dials, sends CONNECT and reads the CONNACK, within
+// the dial timeout.
+func (r *runner) connectHistories(id string) (*historyConn, error) {
+	tc, password, err := r.credentials()
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.dial(tc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s as %s: %w", r.opts.MQTT.Broker, id, err)
+	}
+	h := &historyConn{conn: c, r: bufio.NewReaderSize(c, 64<<10), keepAlive: r.opts.KeepAlive, closed: make(chan struct{})}
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion, cp.CleanSession = "MQTT", 4, true
+	cp.ClientIdentifier, cp.Keepalive = id, uint16(r.opts.KeepAlive/time.Second)
+	if u := r.opts.MQTT.Username; u != "" {
+		cp.UsernameFlag, cp.Username = true, u
+	}
+	if password != "" {
+		cp.PasswordFlag, cp.Password = true, []byte(password)
+	}
+	c.SetDeadline(time.Now().Add(r.opts.DialTimeout))
+	err = cp.Write(c)
+	if err == nil {
+		err = h.connack()
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("connecting to %s as %s: %w", r.opts.MQTT.Broker, id, err)
+	}
+	c.SetDeadline(time.Time{})
+	go h.ping()
+	return h, nil
+}
+
+// connack reads the broker's answer to CONNECT.
+func (h *historyConn) connack() error {
+	first, body, err := h.next()
+	switch {
+	case err != nil:
+		return err
+	case first>>4 != packets.Connack || len(body) != 2:
+		return &broker.PacketError{Type: first >> 4, Length: len(body), Reason: "the answer to CONNECT is no CONNACK"}
+	case body[1] != packets.Accepted:
+		if err := packets.ConnErrors[body[1]]; err != nil {
+			return err
+		}
+		return fmt.Errorf("refused with return code %d", body[1])
+	}
+	return nil
+}
+
+// subscribe sends the connection's SUBSCRIBE, at QoS 0; read sees its
+// SUBACK.
+func (h *historyConn) subscribe(topic string) error {
+	sp := packets.NewControlPacket(packets.Subscribe).(*packets.SubscribePacket)
+	sp.MessageID, sp.Topics, sp.Qoss = subscribeID, []string{topic}, []byte{0}
+	return h.write(sp)
+}
+
+func (h *historyConn) write(p packets.ControlPacket) error {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	h.conn.SetWriteDeadline(time.Now().Add(h.keepAlive))
+	return p.Write(h.conn)
+}
+
+// read hands every PUBLISH to handle, each with a payload of its own,
+// and the SUBACK's verdict to subscribed, until the connection ends: it
+// was closed, the broker broke MQTT, or it sent nothing (not even the
+// answer to a ping) for one and a half keep-alive periods.
+func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message), now func() time.Time) error {
+	acked := false
+	for {
+		h.conn.SetReadDeadline(time.Now().Add(h.keepAlive * 3 / 2))
+		first, body, err := h.next()
+		if err != nil {
+			return err
+		}
+		switch first >> 4 {
+		case packets.Publish:
+			m, err := publish(first, body)
+			if err != nil {
+				return err
+			}
+			m.Received = now()
+			handle(m)
+		case packets.Suback:
+			if acked || len(body) != 3 || binary.BigEndian.Uint16(body) != subscribeID {
+				return &broker.PacketError{Type: packets.Suback, Length: len(body), Reason: "a SUBACK that answers no SUBSCRIBE sent"}
+			}
+			acked = true
+			if body[2] == 0x80 {
+				subscribed <- errors.New("the broker refused it (SUBACK return code 0x80: its ACL, or a topic it does not take)")
+			} else {
+				subscribed <- nil
+			}
+		case packets.Pingresp:
+		default:
+			return &broker.PacketError{Type: first >> 4, Length: len(body), Reason: "a " + packets.PacketNames[first>>4] + " where a client subscribed at QoS 0 expects none"}
+		}
+	}
+}
+
+// publish is a PUBLISH packet's message; its payload is body's tail.
+func publish(first byte, body []byte) (fleet.Message, error) {
+	bad := func(why string) (fleet.Message, error) {
+		return fleet.Message{}, &broker.PacketError{Type: packets.Publish, Length: len(body), Reason: why}
+	}
+	if first>>1&3 != 0 {
+		return bad("a PUBLISH at a QoS above the one subscribed")
+	}
+	if len(body) < 2 {
+		return bad("a PUBLISH without its topic")
+	}
+	n := int(binary.BigEndian.Uint16(body))
+	if 2+n > len(body) {
+		return bad("a PUBLISH shorter than its topic")
+	}
+	return fleet.Message{Topic: string(body[2 : 2+n]), Payload: body[2+n:], Retained: first&1 != 0}, nil
+}
+
+// next reads one packet: its first byte and its body.
+func (h *historyConn) next() (byte, []byte, error) {
+	first, err := h.r.ReadByte()
+	if err != nil {
+		return 0, nil, err
+	}
+	n := 0
+	for i := 0; ; i++ {
+		b, err := h.r.ReadByte()
+		if err != nil {
+			return 0, nil, err
+		}
+		n |= int(b&0x7f) << (7 * i)
+		if b&0x80 == 0 {
+			break
+		}
+		if i == 3 {
+			return 0, nil, &broker.PacketError{Type: first >> 4, Length: -1, Reason: "a remaining length longer than 4 bytes"}
+		}
+	}
+	if n > maxHistoryPacket {
+		return 0, nil, &broker.PacketError{Type: first >> 4, Length: n,
+			Reason: fmt.Sprintf("a %s of %d bytes, more than the %d the view reads", packets.PacketNames[first>>4], n, maxHistoryPacket)}
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(h.r, body); err != nil {
+		return 0, nil, err
+	}
+	return first, body, nil
+}
+
+// ping sends a PINGREQ every keep-alive period until the connection is
+// closed: the broker's PINGRESP keeps read's deadline from passing on a
+// quiet connection, and the PINGREQ keeps the broker from dropping it.
+func (h *historyConn) ping() {
+	t := time.NewTicker(h.keepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.closed:
+			return
+		case <-t.C:
+			if h.write(packets.NewControlPacket(packets.Pingreq)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// close sends DISCONNECT (so that the broker does not wait for the
+// keep-alive to end the session) and closes the connection, which ends
+// read.
+func (h *historyConn) close() {
+	h.once.Do(func() {
+		close(h.closed)
+		h.write(packets.NewControlPacket(packets.Disconnect))
+		h.conn.Close()
+	})
+}

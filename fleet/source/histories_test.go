@@ -1,0 +1,227 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/edgeheal/edgeheal/broker"
+	"github.com/edgeheal/edgeheal/fleet"
+	"github.com/edgeheal/edgeheal/internal/testsupport/mosquitto"
+)
+
+// publishPacket is a PUBLISH as paho writes it.
+func publishPacket(t *testing.T, topic string, qos byte, retain bool, payload []byte) []byte {
+	t.Helper()
+	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	p.TopicName, p.Qos, p.Retain, p.Payload, p.MessageID = topic, qos, retain, payload, 7
+	var b bytes.Buffer
+	if err := p.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func reader(b []byte) *historyConn {
+	return &historyConn{r: bufio.NewReader(bytes.NewReader(b))}
+}
+
+func TestAPublishIsReadIntoOneBufferWithItsTopicAndRetainFlag(t *testing.T) {
+	payload := bytes.Repeat([]byte("h"), 300) // a remaining length of two bytes
+	h := reader(append(publishPacket(t, "edgeheal/v1/n1/history", 0, true, payload), publishPacket(t, "edgeheal/v1/n2/history", 0, false, nil)...))
+	for _, want := range []fleet.Message{
+		{Topic: "edgeheal/v1/n1/history", Payload: payload, Retained: true},
+		{Topic: "edgeheal/v1/n2/history", Payload: []byte{}},
+	} {
+		first, body, err := h.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := publish(first, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Topic != want.Topic || !bytes.Equal(m.Payload, want.Payload) || m.Retained != want.Retained {
+			t.Errorf("read %q (%d bytes, retained %v), want %q (%d bytes, retained %v)", m.Topic, len(m.Payload), m.Retained, want.Topic, len(want.Payload), want.Retained)
+		}
+	}
+	if _, _, err := h.next(); err != io.EOF {
+		t.Errorf("after the last packet: %v, want EOF", err)
+	}
+}
+
+// What a broker says is never taken on trust: a packet that breaks MQTT,
+// or one larger than the view reads, ends the connection with an error
+// that says so (broker.PacketError), before anything is allocated for it.
+func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		packet     []byte
+	}{
+		{"a QoS above the subscription's", "QoS above", publishPacket(t, "a/b", 1, false, []byte("x"))},
+		{"no topic", "without its topic", []byte{0x30, 1, 0}},
+		{"a topic longer than the packet", "shorter than its topic", []byte{0x30, 4, 0, 9, 'a', 'b'}},
+		{"a length of five bytes", "longer than 4 bytes", []byte{0x30, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		{"a length of 256 MiB", "more than the", []byte{0x30, 0xff, 0xff, 0xff, 0x7f}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			first, body, err := reader(c.packet).next()
+			if err == nil {
+				_, err = publish(first, body)
+			}
+			var perr *broker.PacketError
+			if !errors.As(err, &perr) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%x: %v, want a broker.PacketError saying %q", c.packet, err, c.want)
+			}
+		})
+	}
+	// Cut short: the connection's own error, not the broker's fault.
+	if _, _, err := reader(publishPacket(t, "a/b", 0, false, []byte("xyz"))[:6]).next(); err != io.ErrUnexpectedEOF {
+		t.Errorf("a packet cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// histories is a runner on a real mosquitto with the given keep-alive.
+func histories(t *testing.T, b *mosquitto.Broker, keepAlive time.Duration) *runner {
+	t.Helper()
+	u, err := broker.ParseURL(b.PlainURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &runner{broker: u, opts: Options{MQTT: fleet.MQTT{Broker: b.PlainURL(), TopicPrefix: "edgeheal/v1"}, DialTimeout: 3 * time.Second, KeepAlive: keepAlive, Now: time.Now}}
+}
+
+// readFor runs read on hc and returns its channels: the SUBACK's verdict
+// and the error it ended with. At the test's end it closes hc and waits
+// up to limit for read to end.
+func readFor(t *testing.T, hc *historyConn, limit time.Duration) (subscribed chan error, ended chan error) {
+	t.Helper()
+	subscribed, ended = make(chan error, 1), make(chan error, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		ended <- hc.read(subscribed, func(fleet.Message) {}, time.Now)
+	}()
+	t.Cleanup(func() {
+		hc.close()
+		select {
+		case <-finished:
+		case <-time.After(limit):
+			t.Errorf("read did not end within %s of close", limit)
+		}
+	})
+	return subscribed, ended
+}
+
+// A quiet connection stays up: the PINGREQs keep the broker from dropping
+// it after one and a half keep-alive periods, and its PINGRESPs keep the
+// read's own deadline from passing.
+func TestAQuietHistoriesConnectionStaysUp(t *testing.T) {
+	b := mosquitto.Start(t, mosquitto.Options{})
+	r := histories(t, b, time.Second)
+	hc, err := r.connectHistories("quiet-history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subscribed, ended := readFor(t, hc, 5*time.Second)
+	if err := hc.subscribe("edgeheal/v1/+/history"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-subscribed:
+		if err != nil {
+			t.Fatalf("subscribing: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no SUBACK within 5s")
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("the connection ended while quiet: %v", err)
+	case <-time.After(4 * time.Second): // four keep-alive periods
+	}
+}
+
+// A broker that stops answering (SIGSTOP: its socket stays open) ends
+// the connection after one and a half keep-alive periods, with an error
+// that says the connection timed out.
+func TestAHistoriesConnectionToABrokerThatStopsAnsweringEnds(t *testing.T) {
+	b := mosquitto.Start(t, mosquitto.Options{})
+	r := histories(t, b, time.Second)
+	hc, err := r.connectHistories("wedged-history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ended := readFor(t, hc, 5*time.Second)
+	b.Pause()
+	defer b.Resume()
+	select {
+	case err := <-ended:
+		var nerr net.Error
+		if !errors.As(err, &nerr) || !nerr.Timeout() {
+			t.Errorf("ended with %v, want a timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection to a paused broker did not end within 10s (keep-alive 1s)")
+	}
+}
+
+// read's verdicts on what else a broker sends: a refused subscription
+// is the subscriber's to report; a second SUBACK, or a packet a broker
+// never sends a QoS 0 subscriber, ends the connection.
+func TestReadNamesARefusedSubscriptionAndEndsOnPacketsItNeverExpects(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		packets    []byte
+		subscribed string // the SUBACK's verdict: "" none, "ok", or a part of the error
+		ended      string // a part of read's error
+	}{
+		{"refused", []byte{0x90, 3, 0, subscribeID, 0x80}, "the broker refused it", "EOF"},
+		{"granted, then a second SUBACK", []byte{0x90, 3, 0, subscribeID, 0, 0x90, 3, 0, subscribeID, 0}, "ok", "answers no SUBSCRIBE"},
+		{"a SUBACK for another packet id", []byte{0x90, 3, 0, 9, 0}, "", "answers no SUBSCRIBE"},
+		{"a PINGREQ", []byte{0xc0, 0}, "", "PINGREQ where a client subscribed at QoS 0 expects none"},
+		{"a PUBREL", []byte{0x62, 2, 0, 1}, "", "PUBREL where"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			defer server.Close()
+			hc := &historyConn{conn: client, r: bufio.NewReader(client), keepAlive: 5 * time.Second, closed: make(chan struct{})}
+			subscribed, ended := readFor(t, hc, 5*time.Second)
+			go func() {
+				server.Write(c.packets)
+				if c.ended == "EOF" {
+					server.Close()
+				}
+			}()
+			var err error
+			select {
+			case err = <-ended:
+			case <-time.After(5 * time.Second):
+				t.Fatal("read did not end within 5s")
+			}
+			if !strings.Contains(fmt.Sprint(err), c.ended) {
+				t.Errorf("read ended with %v, want %q", err, c.ended)
+			}
+			verdict := ""
+			select {
+			case err := <-subscribed:
+				verdict = "ok"
+				if err != nil {
+					verdict = err.Error()
+				}
+			default:
+			}
+			if !strings.Contains(verdict, c.subscribed) || (c.subscribed == "") != (verdict == "") {
+				t.Errorf("the SUBACK's verdict: %q, want %q", verdict, c.subscribed)
+			}
+		})
+	}
+}
