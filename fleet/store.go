@@ -161,7 +161,9 @@ func NewStore(prefix string) *Store {
 // Prefix is the topic prefix the store reads.
 func (s *Store) Prefix() string { return s.prefix }
 
-// Apply applies one message and says what it did with it.
+// Apply applies one message and says what it did with it. Neither Apply
+// nor Prepare keeps anything of m.Payload: once Apply returned, the
+// caller may read another message into its bytes.
 func (s *Store) Apply(m Message) Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -259,3 +259,38 @@ func TestHealthCountsLagOnlyForLiveMessages(t *testing.T) {
 		t.Errorf("a minute later: lag %v rate %v, want 0 (window of 10 s)", h.LagMaxSeconds, h.MessageRate)
 	}
 }
+
+// The store keeps nothing of a payload: the histories' connection reads
+// the next packet into a history's buffer once it is applied.
+func TestTheStoreKeepsNothingOfAPayload(t *testing.T) {
+	h, _ := json.Marshal(fullHistory("n1", "plant-7", t0, 60))
+	msgs := []Message{
+		msg("status", status("online", 3, t0), t0),
+		msg("history", h, t0),
+		msg("event", event("ev-1", "incident", "wwan0", t0, map[string]any{"evidence": map[string]any{"reason": "dark for 90s"}}), t0),
+	}
+	s := NewStore("edgeheal/v1")
+	for _, m := range msgs {
+		if r := s.Apply(s.Prepare(m)); r != Applied {
+			t.Fatalf("%s: %v, want applied", m.Topic, r)
+		}
+	}
+	// As JSON, so that before holds its own bytes.
+	snapshot := func() string {
+		d, _ := s.Detail("n1", t0)
+		b, err := json.MarshalIndent(d, "", " ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := snapshot()
+	for _, m := range msgs {
+		for i := range m.Payload {
+			m.Payload[i] = 'X'
+		}
+	}
+	if d := cmp.Diff(before, snapshot()); d != "" {
+		t.Errorf("the node changed with the bytes of its payloads (-before +after):\n%s", d)
+	}
+}

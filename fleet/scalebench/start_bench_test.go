@@ -52,7 +52,7 @@ func BenchmarkFleetStart(b *testing.B) {
 	}
 	complete, cpu := make([][]float64, len(bins)), make([][]float64, len(bins))
 	var out strings.Builder
-	fmt.Fprintf(&out, "# The fleet view's start, side by side at %d nodes\n\n%s, %s, mosquitto %s. Each view started %d times on one broker and one fleet, in turn; the time from its start until it has every status and every history, and its CPU (user + system) by then.\n\n",
+	fmt.Fprintf(&out, "# The fleet view's start, side by side at %d nodes\n\n%s, %s, %s. Each view started %d times on one broker and one fleet, in turn; the time from its start until it has every status and every history, and its CPU (user + system) by then.\n\n",
 		n, time.Now().UTC().Format(time.RFC3339), machine(), mosquittoVersion(), *rounds)
 	out.WriteString("| round | view | complete | CPU |\n|---|---|---|---|\n")
 	for round := range *rounds {

@@ -18,12 +18,12 @@ import (
 
 // historyConn is the histories' connection: a clean session that
 // subscribes once, at QoS 0, and then only reads. It reads its PUBLISH
-// packets itself, each into one buffer whose tail is the payload, where
-// paho allocates and copies every payload twice (the packet, then the
-// payload out of it): at a 100,000-node start 1.6 GB for the 800 MB of
-// histories, which the collector then walks. Side by side, this
-// connection took a fifth less of the view's CPU for its start
-// (docs/performance.md, "Where the 100,000-node start goes"). Every
+// packets itself, each into one buffer whose tail is the payload, and the
+// buffer is read into again once the history is applied, where paho
+// allocates and copies every payload twice (the packet, then the payload
+// out of it): at a 100,000-node start 1.6 GB for the 800 MB of
+// histories, which the collector then walks (docs/performance.md, "Where
+// the 100,000-node start goes"). Every
 // other packet is encoded and decoded by paho's packets package, and the
 // view's own connection (statuses and events, QoS 1, a persistent
 // session) stays a paho client.
@@ -43,6 +43,21 @@ type historyConn struct {
 // packet's length is the broker's say, and the view does not allocate
 // whatever it says.
 const maxHistoryPacket = fleet.MaxPayload + 64<<10
+
+// buffers hold the histories' packets: one is taken for a packet,
+// handed with its history to the worker that decodes and applies it, and
+// put back then (the store keeps nothing of a payload).
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// buffer is a buffer of n bytes from buffers.
+func buffer(n int) *[]byte {
+	b := buffers.Get().(*[]byte)
+	if cap(*b) < n {
+		*b = make([]byte, n, max(n, 16<<10)) // a full history is about 8 KB
+	}
+	*b = (*b)[:n]
+	return b
+}
 
 // subscribeID is the packet id of the connection's one SUBSCRIBE.
 const subscribeID = 1
@@ -84,10 +99,12 @@ func (r *runner) connectHistories(id string) (*historyConn, error) {
 
 // connack reads the broker's answer to CONNECT.
 func (h *historyConn) connack() error {
-	first, body, err := h.next()
-	switch {
-	case err != nil:
+	first, buf, err := h.next()
+	if err != nil {
 		return err
+	}
+	defer buffers.Put(buf)
+	switch body := *buf; {
 	case first>>4 != packets.Connack || len(body) != 2:
 		return &broker.PacketError{Type: first >> 4, Length: len(body), Reason: "the answer to CONNECT is no CONNACK"}
 	case body[1] != packets.Accepted:
@@ -114,18 +131,20 @@ func (h *historyConn) write(p packets.ControlPacket) error {
 	return p.Write(h.conn)
 }
 
-// read hands every PUBLISH to handle, each with a payload of its own,
-// and the SUBACK's verdict to subscribed, until the connection ends: it
+// read hands every PUBLISH to handle with the buffer its payload is in,
+// which handle puts back into buffers once done with the payload, and the
+// SUBACK's verdict to subscribed, until the connection ends: it
 // was closed, the broker broke MQTT, or it sent nothing (not even the
 // answer to a ping) for one and a half keep-alive periods.
-func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message), now func() time.Time) error {
+func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message, *[]byte), now func() time.Time) error {
 	acked := false
 	for {
 		h.conn.SetReadDeadline(time.Now().Add(h.keepAlive * 3 / 2))
-		first, body, err := h.next()
+		first, buf, err := h.next()
 		if err != nil {
 			return err
 		}
+		body := *buf
 		switch first >> 4 {
 		case packets.Publish:
 			m, err := publish(first, body)
@@ -133,7 +152,8 @@ func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message), 
 				return err
 			}
 			m.Received = now()
-			handle(m)
+			handle(m, buf)
+			continue
 		case packets.Suback:
 			if acked || len(body) != 3 || binary.BigEndian.Uint16(body) != subscribeID {
 				return &broker.PacketError{Type: packets.Suback, Length: len(body), Reason: "a SUBACK that answers no SUBSCRIBE sent"}
@@ -148,6 +168,7 @@ func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message), 
 		default:
 			return &broker.PacketError{Type: first >> 4, Length: len(body), Reason: "a " + packets.PacketNames[first>>4] + " where a client subscribed at QoS 0 expects none"}
 		}
+		buffers.Put(buf)
 	}
 }
 
@@ -169,8 +190,9 @@ func publish(first byte, body []byte) (fleet.Message, error) {
 	return fleet.Message{Topic: string(body[2 : 2+n]), Payload: body[2+n:], Retained: first&1 != 0}, nil
 }
 
-// next reads one packet: its first byte and its body.
-func (h *historyConn) next() (byte, []byte, error) {
+// next reads one packet: its first byte and its body, in a buffer from
+// buffers.
+func (h *historyConn) next() (byte, *[]byte, error) {
 	first, err := h.r.ReadByte()
 	if err != nil {
 		return 0, nil, err
@@ -193,8 +215,8 @@ func (h *historyConn) next() (byte, []byte, error) {
 		return 0, nil, &broker.PacketError{Type: first >> 4, Length: n,
 			Reason: fmt.Sprintf("a %s of %d bytes, more than the %d the view reads", packets.PacketNames[first>>4], n, maxHistoryPacket)}
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(h.r, body); err != nil {
+	body := buffer(n)
+	if _, err := io.ReadFull(h.r, *body); err != nil {
 		return 0, nil, err
 	}
 	return first, body, nil

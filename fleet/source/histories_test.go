@@ -45,7 +45,7 @@ func TestAPublishIsReadIntoOneBufferWithItsTopicAndRetainFlag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := publish(first, body)
+		m, err := publish(first, *body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			first, body, err := reader(c.packet).next()
 			if err == nil {
-				_, err = publish(first, body)
+				_, err = publish(first, *body)
 			}
 			var perr *broker.PacketError
 			if !errors.As(err, &perr) || !strings.Contains(err.Error(), c.want) {
@@ -108,7 +108,7 @@ func readFor(t *testing.T, hc *historyConn, limit time.Duration) (subscribed cha
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		ended <- hc.read(subscribed, func(fleet.Message) {}, time.Now)
+		ended <- hc.read(subscribed, func(_ fleet.Message, buf *[]byte) { buffers.Put(buf) }, time.Now)
 	}()
 	t.Cleanup(func() {
 		hc.close()

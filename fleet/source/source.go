@@ -99,14 +99,15 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Now = time.Now
 	}
 	r := &runner{opts: opts, broker: addr, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
-	r.histories, r.done = make(chan fleet.Message, 256), make(chan struct{})
+	r.histories, r.done = make(chan history, 256), make(chan struct{})
 	var workers sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		workers.Go(func() {
 			for {
 				select {
-				case m := <-r.histories:
-					opts.Store.Apply(opts.Store.Prepare(m))
+				case h := <-r.histories:
+					opts.Store.Apply(opts.Store.Prepare(h.m))
+					buffers.Put(h.buf)
 				case <-r.done:
 					return
 				}
@@ -142,7 +143,7 @@ type runner struct {
 	// reads every node's at its start (statuses and events keep the
 	// broker's order on the handler's goroutine; a history carries its
 	// time, and the store keeps the newest).
-	histories chan fleet.Message
+	histories chan history
 	done      chan struct{} // closed when Run returns
 }
 
@@ -229,10 +230,17 @@ func (r *runner) wait(tok paho.Token, what string) error {
 	return nil
 }
 
+// history is a message of the histories' connection and the buffer its
+// payload is in.
+type history struct {
+	m   fleet.Message
+	buf *[]byte
+}
+
 // queueHistory hands a history to the workers that decode them.
-func (r *runner) queueHistory(m fleet.Message) {
+func (r *runner) queueHistory(m fleet.Message, buf *[]byte) {
 	select {
-	case r.histories <- m:
+	case r.histories <- history{m, buf}:
 	case <-r.done:
 	}
 }
