@@ -69,14 +69,24 @@ func decodeHistory(b []byte, h *wire.History) error {
 	return decode("history", b, h)
 }
 
-// empty makes h a zero History that keeps the room of its slices.
+// empty makes h a zero History that keeps the room of its slices and
+// maps, theirs included: a target's repairs and an incident's rungs
+// (compactHistory copies them into strings).
 func empty(h *wire.History) {
 	series := func(s wire.Series) wire.Series {
 		return wire.Series{Healthy: s.Healthy[:0], Dark: s.Dark[:0], Degraded: s.Degraded[:0], Incidents: s.Incidents[:0]}
 	}
+	// Every element up to the capacity: the decoder leaves alone the
+	// fields a payload leaves out, and it decodes into a map what it has
+	// without removing what it had.
 	targets, incidents := h.Targets[:cap(h.Targets)], h.Incidents[:cap(h.Incidents)]
-	clear(targets) // the decoder leaves alone the fields a payload leaves out
-	clear(incidents)
+	for i, t := range targets {
+		clear(t.Repairs)
+		targets[i] = wire.TargetSummary{Repairs: t.Repairs}
+	}
+	for i, in := range incidents {
+		incidents[i] = wire.Incident{Repairs: in.Repairs[:0]}
+	}
 	*h = wire.History{Hours: series(h.Hours), Days: series(h.Days), Targets: targets[:0], Incidents: incidents[:0]}
 }
 
