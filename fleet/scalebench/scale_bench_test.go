@@ -105,24 +105,11 @@ func runScale(b testing.TB, bin string, n int) Result {
 	r := Result{Nodes: n, Sites: sites, Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Mosquitto: mosquittoVersion()}
 	nodes := simulate(b, broker.PlainAddr, n)
 	defer closeAll(nodes)
-	start := time.Now()
-	if err := parallel(nodes, 100, func(nd *simNode) error {
-		if err := nd.status(); err != nil {
-			return err
-		}
-		return nd.history()
-	}); err != nil {
-		b.Fatalf("publishing the fleet's statuses and histories: %v", err)
-	}
-	r.SetupSeconds = time.Since(start).Seconds()
-	floor, err := drain(broker.PlainAddr, 2*n)
-	if err != nil {
-		b.Fatalf("draining the retained messages: %v", err)
-	}
-	r.BrokerFloorSeconds = floor.Seconds()
+	setup, floor := publishFleet(b, broker, nodes)
+	r.SetupSeconds, r.BrokerFloorSeconds = setup.Seconds(), floor.Seconds()
 
 	v := startView(b, bin, broker.PlainURL(), "scale-view")
-	start = time.Now()
+	start := time.Now()
 	// Every node's status, not every node: a node's history makes it
 	// known too, and the histories come on a connection of their own.
 	statuses := func(h fleet.Health) bool { return h.Messages["status/applied"]+h.Messages["will/applied"] >= uint64(n) }
@@ -154,6 +141,28 @@ func runScale(b testing.TB, bin string, n int) Result {
 	r.Messages = h.Messages
 	r.judge()
 	return r
+}
+
+// publishFleet publishes every node's retained status and history and
+// says how long that took, and how long a bare client then takes to read
+// them all (the broker's floor).
+func publishFleet(b testing.TB, broker *mosquitto.Broker, nodes []*simNode) (setup, floor time.Duration) {
+	b.Helper()
+	start := time.Now()
+	if err := parallel(nodes, 100, func(nd *simNode) error {
+		if err := nd.status(); err != nil {
+			return err
+		}
+		return nd.history()
+	}); err != nil {
+		b.Fatalf("publishing the fleet's statuses and histories: %v", err)
+	}
+	setup = time.Since(start)
+	floor, err := drain(broker.PlainAddr, 2*len(nodes))
+	if err != nil {
+		b.Fatalf("draining the retained messages: %v", err)
+	}
+	return setup, floor
 }
 
 // simulate connects the fleet: every node on its own connection with

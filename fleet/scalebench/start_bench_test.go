@@ -39,20 +39,10 @@ func BenchmarkFleetStart(b *testing.B) {
 	broker := mosquitto.Start(b, mosquitto.Options{Extra: *brokerConf})
 	nodes := simulate(b, broker.PlainAddr, n)
 	defer closeAll(nodes)
-	if err := parallel(nodes, 100, func(nd *simNode) error {
-		if err := nd.status(); err != nil {
-			return err
-		}
-		return nd.history()
-	}); err != nil {
-		b.Fatalf("publishing the fleet's statuses and histories: %v", err)
-	}
-	if _, err := drain(broker.PlainAddr, 2*n); err != nil {
-		b.Fatalf("draining the retained messages: %v", err)
-	}
+	publishFleet(b, broker, nodes)
 	complete, cpu := make([][]float64, len(bins)), make([][]float64, len(bins))
 	var out strings.Builder
-	fmt.Fprintf(&out, "# The fleet view's start, side by side at %d nodes\n\n%s, %s, %s. Each view started %d times on one broker and one fleet, in turn; the time from its start until it has every status and every history, and its CPU (user + system) by then.\n\n",
+	fmt.Fprintf(&out, "# The fleet view's start, side by side at %d nodes\n\n%s, %s, %s. Each view was started on one broker and one fleet, in turn, %d rounds; the time from its start until it has every status and every history, and its CPU (user + system) by then.\n\n",
 		n, time.Now().UTC().Format(time.RFC3339), machine(), mosquittoVersion(), *rounds)
 	out.WriteString("| round | view | complete | CPU |\n|---|---|---|---|\n")
 	for round := range *rounds {
