@@ -6,9 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	jsonexp "github.com/go-json-experiment/json"
-	jsonv1 "github.com/go-json-experiment/json/v1"
-
 	"github.com/edgeheal/edgeheal/wire"
 )
 
@@ -37,57 +34,6 @@ func (s *Store) Prepare(m Message) Message {
 		m.history = &decoded{h, decodeHistory(m.Payload, h)}
 	}
 	return m
-}
-
-// decode is wire's Decode* for the view: go-json-experiment's decoder in
-// encoding/json's semantics (its v1 package: the same fields, and an
-// error for the same input), then wire's own checks. It reads a full
-// history in 0.45 of encoding/json's CPU and a status in 0.4, most of a
-// 100,000-node view's start (docs/performance.md, "Where the
-// 100,000-node start goes"); wire itself stays on the standard library,
-// as every program links it.
-func decode(what string, b []byte, v interface{ Validate() error }) error {
-	if err := jsonexp.Unmarshal(b, v, decodeOptions); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return v.Validate()
-}
-
-// decodeOptions are encoding/json's semantics but for one thing: an error
-// is reported as the decoder meets it, not after a first pass over the
-// whole payload that only checks its syntax (a fifth of a history's
-// decoding). The same payloads are refused, with other words; what a
-// refused payload left half-decoded is never used (FuzzDecode holds both
-// to wire's decoders).
-var decodeOptions = jsonexp.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
-
-// decodeHistory decodes a history into h, whose slices it uses again: a
-// full history is about 25 KB of them, which the start would otherwise
-// allocate and collect for every node.
-func decodeHistory(b []byte, h *wire.History) error {
-	empty(h)
-	return decode("history", b, h)
-}
-
-// empty makes h a zero History that keeps the room of its slices and
-// maps, theirs included: a target's repairs and an incident's rungs
-// (compactHistory copies them into strings).
-func empty(h *wire.History) {
-	series := func(s wire.Series) wire.Series {
-		return wire.Series{Healthy: s.Healthy[:0], Dark: s.Dark[:0], Degraded: s.Degraded[:0], Incidents: s.Incidents[:0]}
-	}
-	// Every element up to the capacity: the decoder leaves alone the
-	// fields a payload leaves out, and it decodes into a map what it has
-	// without removing what it had.
-	targets, incidents := h.Targets[:cap(h.Targets)], h.Incidents[:cap(h.Incidents)]
-	for i, t := range targets {
-		clear(t.Repairs)
-		targets[i] = wire.TargetSummary{Repairs: t.Repairs}
-	}
-	for i, in := range incidents {
-		incidents[i] = wire.Incident{Repairs: in.Repairs[:0]}
-	}
-	*h = wire.History{Hours: series(h.Hours), Days: series(h.Days), Targets: targets[:0], Incidents: incidents[:0]}
 }
 
 // Result is what Apply did with a message.
