@@ -125,9 +125,13 @@ func (h *historyConn) subscribe(topic string) error {
 }
 
 func (h *historyConn) write(p packets.ControlPacket) error {
+	return h.writeWithin(p, h.keepAlive)
+}
+
+func (h *historyConn) writeWithin(p packets.ControlPacket, limit time.Duration) error {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
-	h.conn.SetWriteDeadline(time.Now().Add(h.keepAlive))
+	h.conn.SetWriteDeadline(time.Now().Add(limit))
 	return p.Write(h.conn)
 }
 
@@ -241,12 +245,13 @@ func (h *historyConn) ping() {
 }
 
 // close sends DISCONNECT (so that the broker does not wait for the
-// keep-alive to end the session) and closes the connection, which ends
-// read.
+// keep-alive to end the session), waiting at most a quarter of a second
+// for a broker that stopped reading, as paho's Disconnect(250) does, and
+// closes the connection, which ends read.
 func (h *historyConn) close() {
 	h.once.Do(func() {
 		close(h.closed)
-		h.write(packets.NewControlPacket(packets.Disconnect))
+		h.writeWithin(packets.NewControlPacket(packets.Disconnect), 250*time.Millisecond)
 		h.conn.Close()
 	})
 }

@@ -89,14 +89,21 @@ func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
 	}
 }
 
-// histories is a runner on a real mosquitto with the given keep-alive.
-func histories(t *testing.T, b *mosquitto.Broker, keepAlive time.Duration) *runner {
+// histories starts a mosquitto and connects a histories' connection to
+// it as id, with a keep-alive of one second.
+func histories(t *testing.T, id string) (*mosquitto.Broker, *historyConn) {
 	t.Helper()
+	b := mosquitto.Start(t, mosquitto.Options{})
 	u, err := broker.ParseURL(b.PlainURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &runner{broker: u, opts: Options{MQTT: fleet.MQTT{Broker: b.PlainURL(), TopicPrefix: "edgeheal/v1"}, DialTimeout: 3 * time.Second, KeepAlive: keepAlive, Now: time.Now}}
+	r := &runner{broker: u, opts: Options{MQTT: fleet.MQTT{Broker: b.PlainURL(), TopicPrefix: "edgeheal/v1"}, DialTimeout: 3 * time.Second, KeepAlive: time.Second, Now: time.Now}}
+	hc, err := r.connectHistories(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, hc
 }
 
 // readFor runs read on hc and returns its channels: the SUBACK's verdict
@@ -125,12 +132,7 @@ func readFor(t *testing.T, hc *historyConn, limit time.Duration) (subscribed cha
 // it after one and a half keep-alive periods, and its PINGRESPs keep the
 // read's own deadline from passing.
 func TestAQuietHistoriesConnectionStaysUp(t *testing.T) {
-	b := mosquitto.Start(t, mosquitto.Options{})
-	r := histories(t, b, time.Second)
-	hc, err := r.connectHistories("quiet-history")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, hc := histories(t, "quiet-history")
 	subscribed, ended := readFor(t, hc, 5*time.Second)
 	if err := hc.subscribe("edgeheal/v1/+/history"); err != nil {
 		t.Fatal(err)
@@ -154,12 +156,7 @@ func TestAQuietHistoriesConnectionStaysUp(t *testing.T) {
 // the connection after one and a half keep-alive periods, with an error
 // that says the connection timed out.
 func TestAHistoriesConnectionToABrokerThatStopsAnsweringEnds(t *testing.T) {
-	b := mosquitto.Start(t, mosquitto.Options{})
-	r := histories(t, b, time.Second)
-	hc, err := r.connectHistories("wedged-history")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, hc := histories(t, "wedged-history")
 	_, ended := readFor(t, hc, 5*time.Second)
 	b.Pause()
 	defer b.Resume()

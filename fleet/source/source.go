@@ -247,9 +247,8 @@ func (r *runner) queueHistory(m fleet.Message, buf *[]byte) {
 
 // connect makes the view's own client: the given client id, a
 // persistent session, every message to handle in the broker's order.
-// paho acknowledges
-// a QoS 1 message after the handler returned, so an event is acked only
-// once the store has it.
+// paho acknowledges a QoS 1 message after the handler returned, so an
+// event is acked only once the store has it.
 func (r *runner) connect(id string, lost chan<- error, handle func(fleet.Message)) (paho.Client, error) {
 	tc, password, err := r.credentials()
 	if err != nil {

@@ -357,24 +357,18 @@ func (b *Broker) waitListening(addr string) {
 // Pause stops the broker by its PID (SIGSTOP): its connections stay
 // open and it answers nothing, as a wedged broker does. Resume or Stop
 // ends the pause.
-func (b *Broker) Pause() {
-	b.t.Helper()
-	if b.cmd == nil {
-		b.t.Fatal("mosquitto is not running")
-	}
-	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		b.t.Fatalf("pausing mosquitto: %v", err)
-	}
-}
+func (b *Broker) Pause() { b.signal(syscall.SIGSTOP, "pausing") }
 
 // Resume lets a paused broker go on (SIGCONT).
-func (b *Broker) Resume() {
+func (b *Broker) Resume() { b.signal(syscall.SIGCONT, "resuming") }
+
+func (b *Broker) signal(sig syscall.Signal, what string) {
 	b.t.Helper()
 	if b.cmd == nil {
-		b.t.Fatal("mosquitto is not running")
+		b.t.Fatalf("%s mosquitto: it is not running", what)
 	}
-	if err := b.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		b.t.Fatalf("resuming mosquitto: %v", err)
+	if err := b.cmd.Process.Signal(sig); err != nil {
+		b.t.Fatalf("%s mosquitto: %v", what, err)
 	}
 }
 
