@@ -15,6 +15,10 @@ type Message struct {
 	Payload  []byte
 	Retained bool      // delivered from the broker's retained store (at subscribe)
 	Received time.Time // when the view received it
+	// Unread is the size of a payload larger than MaxPayload that its
+	// reader skipped without reading it (Payload is then empty): the
+	// message is invalid, and the view says whose it was and how large.
+	Unread int
 
 	history *decoded // Prepare's work, if it was done
 }
@@ -182,8 +186,8 @@ func (s *Store) apply(m Message) applied {
 		return applied{typ: TypeStatus, res: Invalid}
 	}
 	typ := kind
-	if len(m.Payload) > MaxPayload {
-		s.lastErr = clip(fmt.Sprintf("%s: a %s of %d bytes: larger than %d", name, kind, len(m.Payload), MaxPayload), maxText)
+	if size := max(len(m.Payload), m.Unread); size > MaxPayload {
+		s.lastErr = clip(fmt.Sprintf("%s: a %s of %d bytes: larger than %d", name, kind, size, MaxPayload), maxText)
 		return applied{typ: typ, res: Invalid}
 	}
 	switch kind {

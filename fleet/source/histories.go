@@ -39,9 +39,13 @@ type historyConn struct {
 
 // maxHistoryPacket is the largest packet the histories' connection
 // reads: a payload as large as the store reads, and room for its topic.
-// A larger one ends the connection, as a broker that breaks MQTT: a
-// packet's length is the broker's say, and the view does not allocate
-// whatever it says.
+// A packet's length is the broker's say, and the view does not allocate
+// whatever it says: a larger PUBLISH is skipped unread but for its topic
+// (a node's history too large, which the store names as invalid); a
+// larger packet of another type ends the connection, as a broker that
+// breaks MQTT. Ending it on a PUBLISH would not do: the broker hands the
+// same retained history out again at the next subscribe, and one node's
+// history would keep the view from every other's.
 const maxHistoryPacket = fleet.MaxPayload + 64<<10
 
 // buffers hold the histories' packets: one is taken for a packet,
@@ -99,7 +103,7 @@ func (r *runner) connectHistories(id string) (*historyConn, error) {
 
 // connack reads the broker's answer to CONNECT.
 func (h *historyConn) connack() error {
-	first, buf, err := h.next()
+	first, buf, _, err := h.next()
 	if err != nil {
 		return err
 	}
@@ -144,7 +148,7 @@ func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message, *
 	acked := false
 	for {
 		h.conn.SetReadDeadline(time.Now().Add(h.keepAlive * 3 / 2))
-		first, buf, err := h.next()
+		first, buf, unread, err := h.next()
 		if err != nil {
 			return err
 		}
@@ -155,7 +159,7 @@ func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message, *
 			if err != nil {
 				return err
 			}
-			m.Received = now()
+			m.Received, m.Unread = now(), unread
 			handle(m, buf)
 			continue
 		case packets.Suback:
@@ -195,35 +199,66 @@ func publish(first byte, body []byte) (fleet.Message, error) {
 }
 
 // next reads one packet: its first byte and its body, in a buffer from
-// buffers.
-func (h *historyConn) next() (byte, *[]byte, error) {
-	first, err := h.r.ReadByte()
-	if err != nil {
-		return 0, nil, err
+// buffers. Of a PUBLISH larger than maxHistoryPacket the body holds its
+// topic only, and unread is the size of the payload skipped.
+func (h *historyConn) next() (first byte, body *[]byte, unread int, err error) {
+	if first, err = h.r.ReadByte(); err != nil {
+		return 0, nil, 0, err
 	}
 	n := 0
 	for i := 0; ; i++ {
 		b, err := h.r.ReadByte()
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, 0, err
 		}
 		n |= int(b&0x7f) << (7 * i)
 		if b&0x80 == 0 {
 			break
 		}
 		if i == 3 {
-			return 0, nil, &broker.PacketError{Type: first >> 4, Length: -1, Reason: "a remaining length longer than 4 bytes"}
+			return 0, nil, 0, &broker.PacketError{Type: first >> 4, Length: -1, Reason: "a remaining length longer than 4 bytes"}
 		}
 	}
-	if n > maxHistoryPacket {
-		return 0, nil, &broker.PacketError{Type: first >> 4, Length: n,
+	switch {
+	case n > maxHistoryPacket && first>>4 == packets.Publish:
+		return h.skip(first, n)
+	case n > maxHistoryPacket:
+		return 0, nil, 0, &broker.PacketError{Type: first >> 4, Length: n,
 			Reason: fmt.Sprintf("a %s of %d bytes, more than the %d the view reads", packets.PacketNames[first>>4], n, maxHistoryPacket)}
 	}
-	body := buffer(n)
+	body = buffer(n)
 	if _, err := io.ReadFull(h.r, *body); err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
-	return first, body, nil
+	return first, body, 0, nil
+}
+
+// skip reads a PUBLISH of n bytes, too large to read, but for its topic
+// (its length and itself, at most 64 KiB): the rest is read and dropped
+// a buffer at a time, each within the read deadline, so that a large
+// one on a slow link is not taken for a broker gone quiet.
+func (h *historyConn) skip(first byte, n int) (byte, *[]byte, int, error) {
+	var size [2]byte
+	if _, err := io.ReadFull(h.r, size[:]); err != nil {
+		return 0, nil, 0, err
+	}
+	topic := 2 + int(binary.BigEndian.Uint16(size[:])) // less than n: n > maxHistoryPacket
+	body := buffer(topic)
+	copy(*body, size[:])
+	if _, err := io.ReadFull(h.r, (*body)[2:]); err != nil {
+		buffers.Put(body)
+		return 0, nil, 0, err
+	}
+	for rest := n - topic; rest > 0; {
+		h.conn.SetReadDeadline(time.Now().Add(h.keepAlive * 3 / 2))
+		k, err := h.r.Discard(min(rest, h.r.Size()))
+		if err != nil {
+			buffers.Put(body)
+			return 0, nil, 0, err
+		}
+		rest -= k
+	}
+	return first, body, n - topic, nil
 }
 
 // ping sends a PINGREQ every keep-alive period until the connection is

@@ -30,9 +30,15 @@ func publishPacket(t *testing.T, topic string, qos byte, retain bool, payload []
 	return b.Bytes()
 }
 
+// reader is a histories' connection that reads b.
 func reader(b []byte) *historyConn {
-	return &historyConn{r: bufio.NewReader(bytes.NewReader(b))}
+	return &historyConn{conn: deadlines{}, r: bufio.NewReaderSize(bytes.NewReader(b), 64<<10), keepAlive: time.Second}
 }
+
+// deadlines is a connection of which read only sets deadlines.
+type deadlines struct{ net.Conn }
+
+func (deadlines) SetReadDeadline(time.Time) error { return nil }
 
 func TestAPublishIsReadIntoOneBufferWithItsTopicAndRetainFlag(t *testing.T) {
 	payload := bytes.Repeat([]byte("h"), 300) // a remaining length of two bytes
@@ -41,9 +47,9 @@ func TestAPublishIsReadIntoOneBufferWithItsTopicAndRetainFlag(t *testing.T) {
 		{Topic: "edgeheal/v1/n1/history", Payload: payload, Retained: true},
 		{Topic: "edgeheal/v1/n2/history", Payload: []byte{}},
 	} {
-		first, body, err := h.next()
-		if err != nil {
-			t.Fatal(err)
+		first, body, unread, err := h.next()
+		if err != nil || unread != 0 {
+			t.Fatalf("%v, %d bytes unread", err, unread)
 		}
 		m, err := publish(first, *body)
 		if err != nil {
@@ -53,14 +59,44 @@ func TestAPublishIsReadIntoOneBufferWithItsTopicAndRetainFlag(t *testing.T) {
 			t.Errorf("read %q (%d bytes, retained %v), want %q (%d bytes, retained %v)", m.Topic, len(m.Payload), m.Retained, want.Topic, len(want.Payload), want.Retained)
 		}
 	}
-	if _, _, err := h.next(); err != io.EOF {
+	if _, _, _, err := h.next(); err != io.EOF {
 		t.Errorf("after the last packet: %v, want EOF", err)
 	}
 }
 
+// A history larger than the view reads is skipped, but for its topic:
+// the store names it as invalid, and the connection reads on. (Were the
+// connection ended instead, the broker would hand the same retained
+// history out again at the next subscribe, and for ever.)
+func TestAPublishLargerThanTheViewReadsIsSkippedButForItsTopic(t *testing.T) {
+	large := bytes.Repeat([]byte("h"), maxHistoryPacket+1)
+	h := reader(append(publishPacket(t, "edgeheal/v1/big/history", 0, true, large), publishPacket(t, "edgeheal/v1/n2/history", 0, true, []byte("{}"))...))
+	first, body, unread, err := h.next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := publish(first, *body)
+	if err != nil || m.Topic != "edgeheal/v1/big/history" || len(m.Payload) != 0 || unread != len(large) || cap(*body) > 16<<10 {
+		t.Fatalf("the large one: %v, topic %q, %d bytes read, %d unread (want %d), a buffer of %d bytes", err, m.Topic, len(m.Payload), unread, len(large), cap(*body))
+	}
+	m.Unread = unread
+	s := fleet.NewStore("edgeheal/v1")
+	if r := s.Apply(m); r != fleet.Invalid || !strings.Contains(s.Health(time.Now()).LastError, fmt.Sprintf("big: a history of %d bytes", len(large))) {
+		t.Errorf("the store: %v, %q; want invalid, naming the node and the size", r, s.Health(time.Now()).LastError)
+	}
+	first, body, unread, err = h.next()
+	if err != nil || unread != 0 {
+		t.Fatalf("the packet after: %v, %d unread", err, unread)
+	}
+	if m, err := publish(first, *body); err != nil || m.Topic != "edgeheal/v1/n2/history" || string(m.Payload) != "{}" {
+		t.Errorf("the packet after: %v, %q %q", err, m.Topic, m.Payload)
+	}
+}
+
 // What a broker says is never taken on trust: a packet that breaks MQTT,
-// or one larger than the view reads, ends the connection with an error
-// that says so (broker.PacketError), before anything is allocated for it.
+// or one larger than the view reads but a PUBLISH, ends the connection
+// with an error that says so (broker.PacketError), before anything is
+// allocated for it.
 func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -70,10 +106,10 @@ func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
 		{"no topic", "without its topic", []byte{0x30, 1, 0}},
 		{"a topic longer than the packet", "shorter than its topic", []byte{0x30, 4, 0, 9, 'a', 'b'}},
 		{"a length of five bytes", "longer than 4 bytes", []byte{0x30, 0xff, 0xff, 0xff, 0xff, 0x01}},
-		{"a length of 256 MiB", "more than the", []byte{0x30, 0xff, 0xff, 0xff, 0x7f}},
+		{"a SUBACK of 256 MiB", "more than the", []byte{0x90, 0xff, 0xff, 0xff, 0x7f}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			first, body, err := reader(c.packet).next()
+			first, body, _, err := reader(c.packet).next()
 			if err == nil {
 				_, err = publish(first, *body)
 			}
@@ -84,7 +120,7 @@ func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
 		})
 	}
 	// Cut short: the connection's own error, not the broker's fault.
-	if _, _, err := reader(publishPacket(t, "a/b", 0, false, []byte("xyz"))[:6]).next(); err != io.ErrUnexpectedEOF {
+	if _, _, _, err := reader(publishPacket(t, "a/b", 0, false, []byte("xyz"))[:6]).next(); err != io.ErrUnexpectedEOF {
 		t.Errorf("a packet cut short: %v, want io.ErrUnexpectedEOF", err)
 	}
 }

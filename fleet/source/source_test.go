@@ -522,3 +522,36 @@ func TestTheViewReconnectsAfterItsBrokerStoppedAnswering(t *testing.T) {
 		return h.Connected && h.Messages["history/duplicate"] >= 1
 	})
 }
+
+// A node whose history is larger than the view reads costs the view that
+// history only: it is named as invalid, every other node's is read once,
+// and the histories' connection stays up. (Ending it would not do: the
+// broker hands the same retained history out again at every subscribe.)
+func TestAHistoryTooLargeIsNamedAndTheOthersAreReadOnce(t *testing.T) {
+	c := newCloud(t, "edge-big", "edge-5")
+	now := time.Now().UTC().Truncate(time.Second)
+	for node, size := range map[string]int{"edge-big": fleet.MaxPayload + 100<<10, "edge-5": 0} {
+		h := wire.History{V: 1, Node: node, TS: now, Since: now.Add(-time.Hour)}
+		for len(h.Incidents)*200 < size {
+			h.Incidents = append(h.Incidents, wire.Incident{ID: fmt.Sprint(len(h.Incidents)), Kind: "peer", Target: "wg0", Start: now, Diagnosis: strings.Repeat("d", 150)})
+		}
+		b, _ := json.Marshal(h)
+		if tok := publisher(t, c, node).Publish(prefix+"/"+node+"/"+wire.TopicHistory, 1, true, b); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publishing %s's history: %v", node, tok.Error())
+		}
+	}
+	cfg := c.config(t, "fleet")
+	cfg.ClientID = "view-large"
+	store := runView(t, source.Options{MQTT: withShare(cfg, ""), DialTimeout: 3 * time.Second, KeepAlive: time.Second, MaxBackoff: time.Second})
+	testsupport.WaitFor(t, 10*time.Second, "the view has read both histories", func() bool {
+		h := store.Health(time.Now())
+		return h.Messages["history/applied"] == 1 && h.Messages["history/invalid"] == 1
+	})
+	// A connection ended on the large one would be made again within the
+	// backoff (a second): the other history would come again, a duplicate.
+	time.Sleep(3 * time.Second)
+	h := store.Health(time.Now())
+	if !h.Connected || h.Messages["history/duplicate"] != 0 || h.Messages["history/invalid"] != 1 || !strings.Contains(h.LastError, "edge-big: a history of") {
+		t.Errorf("connected %v, messages %v, last error %q; want connected, nothing read twice, edge-big's named", h.Connected, h.Messages, h.LastError)
+	}
+}
