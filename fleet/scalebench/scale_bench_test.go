@@ -109,7 +109,7 @@ func runScale(b testing.TB, bin string, n int) Result {
 	r.SetupSeconds, r.BrokerFloorSeconds = setup.Seconds(), floor.Seconds()
 
 	v := startView(b, bin, broker.PlainURL(), "scale-view")
-	start := time.Now()
+	start, brokerCPU := time.Now(), cpuOf(broker.PID())
 	// Every node's status, not every node: a node's history makes it
 	// known too, and the histories come on a connection of their own.
 	statuses := func(h fleet.Health) bool { return h.Messages["status/applied"]+h.Messages["will/applied"] >= uint64(n) }
@@ -119,7 +119,7 @@ func runScale(b testing.TB, bin string, n int) Result {
 		return statuses(h) && h.Messages["history/applied"] >= uint64(n)
 	})
 	r.CompleteSeconds = time.Since(start).Seconds()
-	r.CPUCompleteSeconds = v.cpu()
+	r.CPUCompleteSeconds, r.BrokerCPUCompleteSeconds = v.cpu(), cpuOf(broker.PID())-brokerCPU
 	_, r.RSSCompleteMiB = v.rss(b)
 
 	stop := steadyTraffic(nodes)
@@ -447,8 +447,11 @@ func (v *view) rss(b testing.TB) (now, peak float64) {
 }
 
 // cpu is the view's user and system time so far, in seconds.
-func (v *view) cpu() float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", v.cmd.Process.Pid))
+func (v *view) cpu() float64 { return cpuOf(v.cmd.Process.Pid) }
+
+// cpuOf is a process's CPU (user + system) so far, in seconds.
+func cpuOf(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}

@@ -354,6 +354,14 @@ func (b *Broker) waitListening(addr string) {
 	}
 }
 
+// PID is the running broker's process id (0 when it is not running).
+func (b *Broker) PID() int {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
 // Pause stops the broker by its PID (SIGSTOP): its connections stay
 // open and it answers nothing, as a wedged broker does. Resume or Stop
 // ends the pause.
