@@ -109,7 +109,7 @@ func runScale(b testing.TB, bin string, n int) Result {
 	r.SetupSeconds, r.BrokerFloorSeconds = setup.Seconds(), floor.Seconds()
 
 	v := startView(b, bin, broker.PlainURL(), "scale-view")
-	start, brokerCPU := time.Now(), cpuOf(broker.PID())
+	start, brokerCPU, ownCPU := time.Now(), cpuOf(broker.PID()), cpuOf(os.Getpid())
 	// Every node's status, not every node: a node's history makes it
 	// known too, and the histories come on a connection of their own.
 	statuses := func(h fleet.Health) bool { return h.Messages["status/applied"]+h.Messages["will/applied"] >= uint64(n) }
@@ -119,7 +119,7 @@ func runScale(b testing.TB, bin string, n int) Result {
 		return statuses(h) && h.Messages["history/applied"] >= uint64(n)
 	})
 	r.CompleteSeconds = time.Since(start).Seconds()
-	r.CPUCompleteSeconds, r.BrokerCPUCompleteSeconds = v.cpu(), cpuOf(broker.PID())-brokerCPU
+	r.CPUCompleteSeconds, r.BrokerCPUCompleteSeconds, r.BenchCPUCompleteSeconds = v.cpu(), cpuOf(broker.PID())-brokerCPU, cpuOf(os.Getpid())-ownCPU
 	_, r.RSSCompleteMiB = v.rss(b)
 
 	stop := steadyTraffic(nodes)
