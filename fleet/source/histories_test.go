@@ -258,3 +258,36 @@ func TestReadNamesARefusedSubscriptionAndEndsOnPacketsItNeverExpects(t *testing.
 		})
 	}
 }
+
+// Whatever bytes a broker sends, the reader neither panics nor takes
+// more than maxHistoryPacket for a packet, and what it skips is a
+// PUBLISH's payload.
+func FuzzTheHistoriesReader(f *testing.F) {
+	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	p.TopicName, p.Retain, p.Payload = "edgeheal/v1/n1/history", true, []byte(`{"v":1}`)
+	var seed bytes.Buffer
+	if err := p.Write(&seed); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed.Bytes())
+	f.Add([]byte{0x30, 0xff, 0xff, 0xff, 0x7f, 0, 3, 'a', '/', 'b'})
+	f.Add([]byte{0x90, 3, 0, 1, 0, 0xd0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := reader(b)
+		for range 1000 {
+			first, body, unread, err := h.next()
+			if err != nil {
+				return
+			}
+			if cap(*body) > max(maxHistoryPacket, 16<<10) || unread < 0 || (unread > 0 && first>>4 != packets.Publish) {
+				t.Fatalf("a packet of type %d: a buffer of %d bytes, %d unread", first>>4, cap(*body), unread)
+			}
+			if first>>4 == packets.Publish {
+				if m, err := publish(first, *body); err == nil && len(m.Topic)+len(m.Payload)+2 != len(*body) {
+					t.Fatalf("a PUBLISH of %d bytes read as a topic of %d and a payload of %d", len(*body), len(m.Topic), len(m.Payload))
+				}
+			}
+			buffers.Put(body)
+		}
+	})
+}
