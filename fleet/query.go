@@ -20,7 +20,7 @@ func (s *Store) Health(now time.Time) Health {
 	h := Health{
 		Connected: s.stats.connected, ConnectDetail: s.stats.connDetail,
 		Nodes: len(s.nodes), ByState: map[string]int{}, OpenIncidents: map[string]int{},
-		LastMessage: s.stats.last, LastError: s.lastErr,
+		LastMessage: s.stats.last, LastError: s.lastErr, LastFailure: s.lastFailure,
 		Messages: map[string]uint64{}, Events: map[string]uint64{},
 	}
 	rate, lag, lagMax := s.stats.recent(now)

@@ -99,12 +99,15 @@ type Health struct {
 	LagSeconds float64 `json:"lag_seconds"`
 	// LagMaxSeconds is the largest raw delay (arrival − ts) of those
 	// messages, clock offsets included.
-	LagMaxSeconds float64           `json:"lag_max_seconds"`
-	MessageRate   float64           `json:"messages_per_second"`
-	LastMessage   time.Time         `json:"last_message"`
-	LastError     string            `json:"last_error,omitempty"`
-	Messages      map[string]uint64 `json:"messages"` // "type/result" → count
-	Events        map[string]uint64 `json:"events"`   // by kind (EventKinds)
+	LagMaxSeconds float64   `json:"lag_max_seconds"`
+	MessageRate   float64   `json:"messages_per_second"`
+	LastMessage   time.Time `json:"last_message"`
+	LastError     string    `json:"last_error,omitempty"`
+	// LastFailure is the last panic met applying a message, with its
+	// stack: a bug of the view, which went on without that message.
+	LastFailure string            `json:"last_failure,omitempty"`
+	Messages    map[string]uint64 `json:"messages"` // "type/result" → count
+	Events      map[string]uint64 `json:"events"`   // by kind (EventKinds)
 }
 
 // recent is the rate, the median corrected lag and the largest raw lag

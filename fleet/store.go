@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,23 +24,6 @@ type Message struct {
 	history *decoded // Prepare's work, if it was done
 }
 
-type decoded struct {
-	h   *wire.History // from Store.histories, back to it once applied
-	err error
-}
-
-// Prepare does the part of Apply that needs no lock and returns the
-// message to Apply: it decodes a history, the largest payload, which a
-// view reads for every node at its start. Several goroutines may prepare
-// while one applies; a prepared message is applied once.
-func (s *Store) Prepare(m Message) Message {
-	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
-		h := s.histories.Get().(*wire.History)
-		m.history = &decoded{h, decodeHistory(m.Payload, h)}
-	}
-	return m
-}
-
 // Result is what Apply did with a message.
 type Result string
 
@@ -49,6 +33,7 @@ const (
 	Stale     Result = "stale"     // older than what the view has: a late Will, an old session, a replay by seq
 	Duplicate Result = "duplicate" // seen already: the same event id, the same status again
 	Invalid   Result = "invalid"   // not a topic or payload this view reads
+	Failed    Result = "failed"    // the view met a bug applying it (Health.LastFailure)
 	Removed   Result = "removed"   // an empty retained status: the node was decommissioned
 )
 
@@ -99,6 +84,11 @@ type Store struct {
 	strings map[string]string // see intern
 	stats   stats
 	lastErr string
+	// lastFailure is the last panic Apply recovered from, with its stack.
+	lastFailure string
+	// fault, set by tests only, is called first in apply and in a
+	// history's decoding: a panic there is what a bug would do.
+	fault func(Message)
 
 	sumMu   sync.Mutex
 	summary *Summary
@@ -124,25 +114,69 @@ func (s *Store) Prefix() string { return s.prefix }
 // Apply applies one message and says what it did with it. Neither Apply
 // nor Prepare keeps anything of m.Payload: once Apply returned, the
 // caller may read another message into its bytes.
-func (s *Store) Apply(m Message) Result {
+func (s *Store) Apply(m Message) (res Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The fleet's counts follow the node's share before and after: Health
 	// never walks the nodes.
-	name, _, _ := wire.ParseTopic(s.prefix, m.Topic)
+	name, kind, _ := wire.ParseTopic(s.prefix, m.Topic)
 	if n, ok := s.nodes[name]; ok {
 		s.count(n.share(), -1)
 	}
+	out := true // the node's share is out of the counts
+	defer func() {
+		if p := recover(); p != nil {
+			if out {
+				s.countBack(name)
+			}
+			if kind == "" {
+				kind = TypeStatus
+			}
+			s.keepFailure(name, kind, &panicked{p, debug.Stack()})
+			s.stats.record(applied{typ: kind, res: Failed}, m)
+			s.gen.Add(1) // what it changed before it failed is shown
+			res = Failed
+		}
+	}()
 	a := s.apply(m)
 	if n, ok := s.nodes[name]; ok {
 		s.count(n.share(), +1)
 	}
+	out = false
 	s.stats.record(a, m)
 	if a.res != Stale && a.res != Duplicate && a.res != Invalid {
 		s.gen.Add(1)
 	}
 	return a.res
 }
+
+// keepFailure keeps a panic met applying or decoding one message, and
+// its stack, for Health: a bug met by one message costs the view that
+// message and no more (a retained one would otherwise end the view at its
+// every start); Apply counts the message failed.
+func (s *Store) keepFailure(name, kind string, p *panicked) {
+	s.lastFailure = clip(fmt.Sprintf("%s: the view could not apply this %s: %v", name, kind, p), maxFailure)
+	s.lastErr = clip(fmt.Sprintf("%s: the view could not apply this %s (a bug, see last_failure): panic: %v", name, kind, p.value), maxText)
+}
+
+// countBack counts a node's share as the node now is, after an Apply
+// that took it out and panicked.
+func (s *Store) countBack(name string) {
+	if n, ok := s.nodes[name]; ok {
+		s.count(n.share(), +1)
+	}
+}
+
+// panicked is a panic recovered, with the stack where it happened.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+func (p *panicked) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
+
+// maxFailure bounds the panic and stack kept for Health.
+const maxFailure = 8 << 10
 
 // count adds a node's share to the fleet's counts (sign -1 removes it).
 func (s *Store) count(sh share, sign int) {
@@ -180,6 +214,9 @@ func (a *applied) delay(n *node, m Message, ts time.Time, event bool) {
 }
 
 func (s *Store) apply(m Message) applied {
+	if s.fault != nil {
+		s.fault(m)
+	}
 	name, kind, err := wire.ParseTopic(s.prefix, m.Topic)
 	if err != nil {
 		s.lastErr = clip(err.Error(), maxText)
@@ -250,6 +287,10 @@ func (s *Store) applyHistory(name string, m Message) Result {
 	}
 	defer s.histories.Put(m.history.h)
 	h, err := *m.history.h, m.history.err
+	if p, ok := err.(*panicked); ok {
+		s.keepFailure(name, wire.TopicHistory, p)
+		return Failed
+	}
 	if err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return Invalid

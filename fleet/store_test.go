@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/edgeheal/edgeheal/wire"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -292,5 +294,60 @@ func TestTheStoreKeepsNothingOfAPayload(t *testing.T) {
 	}
 	if d := cmp.Diff(before, snapshot()); d != "" {
 		t.Errorf("the node changed with the bytes of its payloads (-before +after):\n%s", d)
+	}
+}
+
+// A bug met applying one message costs the view that message and no
+// more: Apply recovers, counts it failed, keeps the panic and its stack
+// for Health, counts the node as it is, and the next message applies.
+func TestAPanicInApplyCostsTheViewThatMessageOnly(t *testing.T) {
+	s := NewStore(wire.DefaultTopicPrefix)
+	if r := s.Apply(nodeMsg("n1", "status", siteStatus("online", "a", 1, t0), t0)); r != Applied {
+		t.Fatalf("the status: %v", r)
+	}
+	event := func(id string) Message {
+		b, _ := json.Marshal(wire.EventMessage{V: 1, Node: "n1", Event: wire.Event{ID: id, Time: t0, Kind: "action", Target: "wg0"}})
+		return nodeMsg("n1", "event", b, t0)
+	}
+	s.fault = func(m Message) {
+		if strings.HasSuffix(m.Topic, "/event") {
+			panic("a bug")
+		}
+	}
+	if r := s.Apply(event("e1")); r != Failed {
+		t.Fatalf("an event whose Apply panicked: %v, want failed", r)
+	}
+	h := s.Health(t0)
+	if h.Messages["event/failed"] != 1 || h.Nodes != 1 || h.ByState[StateOnline] != 1 ||
+		!strings.Contains(h.LastError, "n1: the view could not apply this event") ||
+		!strings.Contains(h.LastFailure, "panic: a bug") || !strings.Contains(h.LastFailure, "fleet.(*Store).apply") {
+		t.Errorf("after the panic: messages %v, nodes %d by state %v, last error %q, last failure %q", h.Messages, h.Nodes, h.ByState, h.LastError, h.LastFailure)
+	}
+	s.fault = nil
+	if r := s.Apply(event("e2")); r != Applied {
+		t.Errorf("the next event: %v, want applied", r)
+	}
+}
+
+// A panic in a history's decoding, outside the store's lock, is that
+// history's failure too.
+func TestAPanicDecodingAHistoryCostsTheViewThatHistoryOnly(t *testing.T) {
+	s := NewStore(wire.DefaultTopicPrefix)
+	calls := 0
+	s.fault = func(Message) {
+		if calls++; calls == 1 {
+			panic("a decoder's bug")
+		}
+	}
+	b, _ := json.Marshal(fullHistory("n1", "a", t0, 60))
+	m := s.Prepare(nodeMsg("n1", "history", b, t0))
+	if r := s.Apply(m); r != Failed {
+		t.Fatalf("a history whose decoding panicked: %v, want failed", r)
+	}
+	if h := s.Health(t0); h.Messages["history/failed"] != 1 || !strings.Contains(h.LastFailure, "decodeRecovering") {
+		t.Errorf("messages %v, last failure %q", h.Messages, h.LastFailure)
+	}
+	if r := s.Apply(s.Prepare(nodeMsg("n1", "history", b, t0))); r != Applied {
+		t.Errorf("the same history again: %v, want applied", r)
 	}
 }

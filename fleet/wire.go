@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	jsonexp "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -48,6 +49,38 @@ func decode(what string, b []byte, v interface{ Validate() error }) error {
 // refused payload left half-decoded is never used (FuzzDecode holds both
 // to wire's decoders).
 var decodeOptions = jsonexp.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
+
+type decoded struct {
+	h   *wire.History // from Store.histories, back to it once applied
+	err error
+}
+
+// Prepare does the part of Apply that needs no lock and returns the
+// message to Apply: it decodes a history, the largest payload, which a
+// view reads for every node at its start. Several goroutines may prepare
+// while one applies; a prepared message is applied once.
+func (s *Store) Prepare(m Message) Message {
+	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
+		h := s.histories.Get().(*wire.History)
+		m.history = &decoded{h, s.decodeRecovering(m, h)}
+	}
+	return m
+}
+
+// decodeRecovering is decodeHistory, and a panic in the decoder (a bug
+// met by one payload) is that payload's failure, not the view's: Apply
+// counts it failed.
+func (s *Store) decodeRecovering(m Message, h *wire.History) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &panicked{p, debug.Stack()}
+		}
+	}()
+	if s.fault != nil {
+		s.fault(m)
+	}
+	return decodeHistory(m.Payload, h)
+}
 
 // decodeHistory decodes a history into h, whose slices it uses again: a
 // full history is about 25 KB of them, which the start would otherwise

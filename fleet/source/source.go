@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) error {
 			for {
 				select {
 				case h := <-r.histories:
-					opts.Store.Apply(opts.Store.Prepare(h.m))
+					r.apply(opts.Store.Prepare(h.m))
 					buffers.Put(h.buf)
 				case <-r.done:
 					return
@@ -162,7 +162,7 @@ func (r *runner) session(ctx context.Context) error {
 	status, history, events := Topics(r.opts.MQTT)
 	lost := make(chan error, 2)
 	id := ClientID(r.opts.MQTT)
-	c, err := r.connect(id, lost, func(m fleet.Message) { r.opts.Store.Apply(m) })
+	c, err := r.connect(id, lost, r.apply)
 	if err != nil {
 		return err
 	}
@@ -216,6 +216,14 @@ func (r *runner) session(ctx context.Context) error {
 		return nil
 	case err := <-lost:
 		return fmt.Errorf("connection lost: %w", err)
+	}
+}
+
+// apply applies m; one the store could not apply (a bug it met and
+// recovered from) is logged with the panic and its stack.
+func (r *runner) apply(m fleet.Message) {
+	if r.opts.Store.Apply(m) == fleet.Failed {
+		r.log.Error("a message the view could not apply; it goes on without it", "topic", m.Topic, "failure", r.opts.Store.Health(r.opts.Now()).LastFailure)
 	}
 }
 
