@@ -43,7 +43,7 @@ var (
 	descNodeEvents = prometheus.NewDesc("edgeheal_fleet_node_events_last_hour", "Events of a node in the last hour by kind; only nodes that sent any.", []string{"node", "site", "kind"}, nil)
 	descOpen       = prometheus.NewDesc("edgeheal_fleet_open_incidents", "Open incidents in the fleet by kind.", []string{"kind"}, nil)
 	descEvents     = prometheus.NewDesc("edgeheal_fleet_events_total", "Events applied since the view started, by kind.", []string{"kind"}, nil)
-	descMessages   = prometheus.NewDesc("edgeheal_fleet_messages_total", "Messages received by type (status, will, event) and result (applied, stale, duplicate, invalid, removed).", []string{"type", "result"}, nil)
+	descMessages   = prometheus.NewDesc("edgeheal_fleet_messages_total", "Messages received by type (status, will, event) and result (applied, stale, duplicate, invalid, removed, failed).", []string{"type", "result"}, nil)
 	descConnected  = prometheus.NewDesc("edgeheal_fleet_connected", "1 while the view is connected and subscribed to the broker.", nil, nil)
 	descLag        = prometheus.NewDesc("edgeheal_fleet_lag_seconds", "The median delay of the live messages of the last 10 s, each above its node's clock offset, outbox replays left out.", nil, nil)
 	descLagMax     = prometheus.NewDesc("edgeheal_fleet_lag_max_seconds", "The largest raw delay (arrival - ts) of the live messages of the last 10 s, clock offsets included.", nil, nil)
