@@ -12,17 +12,18 @@ import (
 // memory, the series of /metrics and the size of a node's page do not
 // grow on one node's say-so (docs/fleet.md, "What it keeps per node").
 const (
-	keepEvents       = 20  // recent events shown on a node's page
-	keepActions      = 5   // last actions
-	keepIDs          = 64  // event ids remembered to drop duplicates (as hashes)
-	maxOpenIncidents = 32  // open incidents; more are counted, not kept
-	maxChecks        = 32  // checks of the last status
-	maxHistTargets   = 16  // targets of the retained history
-	maxHistIncidents = 20  // incidents of the retained history (what a node publishes)
-	historyDays      = 30  // days of the retained history kept: what the console charts
-	historyHours     = 48  // hours of the retained history kept
-	maxText          = 240 // bytes kept of any string a node sends (target, summary, detail, ...)
-	maxName          = 128 // bytes kept of a name (site, kind, target, action, version)
+	keepEvents       = 20      // recent events shown on a node's page
+	keepActions      = 5       // last actions
+	keepIDs          = 64      // event ids remembered to drop duplicates (as hashes)
+	maxOpenIncidents = 32      // open incidents; more are counted, not kept
+	maxChecks        = 32      // checks of the last status
+	maxHistTargets   = 16      // targets of the retained history
+	maxHistIncidents = 20      // incidents of the retained history (what a node publishes)
+	historyDays      = 30      // days of the retained history kept: what the console charts
+	historyHours     = 48      // hours of the retained history kept
+	maxText          = 240     // bytes kept of any string a node sends (target, summary, detail, ...)
+	maxName          = 128     // bytes kept of a name (site, kind, target, action, version)
+	maxFailure       = 8 << 10 // bytes kept of the last panic and its stack (Health.LastFailure)
 	bucketSize       = 10 * time.Minute
 	countWindow      = 24 * time.Hour
 )

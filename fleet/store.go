@@ -113,7 +113,8 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // Apply applies one message and says what it did with it. Neither Apply
 // nor Prepare keeps anything of m.Payload: once Apply returned, the
-// caller may read another message into its bytes.
+// caller may read another message into its bytes. A panic (a bug this
+// message met) is recovered: the message is Failed, the view goes on.
 func (s *Store) Apply(m Message) (res Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -174,9 +175,6 @@ type panicked struct {
 }
 
 func (p *panicked) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
-
-// maxFailure bounds the panic and stack kept for Health.
-const maxFailure = 8 << 10
 
 // count adds a node's share to the fleet's counts (sign -1 removes it).
 func (s *Store) count(sh share, sign int) {
