@@ -157,7 +157,7 @@ func (s *Store) Apply(m Message) (res Result) {
 // every start); Apply counts the message failed.
 func (s *Store) keepFailure(name, kind string, p *panicked) {
 	s.lastFailure = clip(fmt.Sprintf("%s: the view could not apply this %s: %v", name, kind, p), maxFailure)
-	s.lastErr = clip(fmt.Sprintf("%s: the view could not apply this %s (a bug, see last_failure): panic: %v", name, kind, p.value), maxText)
+	s.lastErr = clip(fmt.Sprintf("%s: the view could not apply this %s (a bug: its stack is in /v1/fleet's last_failure and the log): panic: %v", name, kind, p.value), maxText)
 }
 
 // countBack counts a node's share as the node now is, after an Apply
