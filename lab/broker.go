@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -159,7 +160,7 @@ type mosquitto struct {
 }
 
 // mosquittoConf is the mosquitto 2.x configuration: anonymous, no
-// persistence, no pid_file (mosquitto drops privileges and cannot write a
+// persistence (unless Options.BrokerPersistence), no pid_file (mosquitto drops privileges and cannot write a
 // root-owned one), logs to stderr.
 const mosquittoConf = `listener %d
 allow_anonymous true
@@ -181,7 +182,16 @@ func (l *Lab) startMosquitto() (broker, error) {
 	// The prefix is in the config path so that Sweep finds the process by
 	// its command line after a crash.
 	conf := filepath.Join(l.runDir, l.prefix+"-mosquitto.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, mosquittoConf, BrokerPort), 0o644); err != nil {
+	text := fmt.Sprintf(mosquittoConf, BrokerPort)
+	if l.opts.BrokerPersistence {
+		data := filepath.Join(l.runDir, l.prefix+"-mosquitto-data")
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return nil, err
+		}
+		// As root, so that it can write the root-owned directory.
+		text = strings.Replace(text, "persistence false\n", "user root\npersistence true\npersistence_location "+data+"/\n", 1)
+	}
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", conf, err)
 	}
 	lf, err := os.OpenFile(filepath.Join(l.runDir, "mosquitto.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

@@ -90,6 +90,12 @@ type Options struct {
 	Broker BrokerKind
 	// MosquittoPath is the mosquitto binary; empty means "mosquitto" on PATH.
 	MosquittoPath string
+	// BrokerPersistence (mosquitto only) keeps the broker's sessions, the
+	// messages queued for them and the retained messages across
+	// StopBroker and StartBroker, in RunDir, as a cloud's broker is run:
+	// a persistent subscriber then misses nothing published while it was
+	// away. Off, a restarted broker starts empty.
+	BrokerPersistence bool
 	// OffloadOff turns the edge uplink's TX checksum offload off at start
 	// (the manual fix applied). By default it is left on: the fault.
 	OffloadOff bool
@@ -171,6 +177,9 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	case BrokerEmbedded, BrokerMosquitto:
 	default:
 		return nil, fmt.Errorf("unknown broker %q: want %q or %q", opts.Broker, BrokerEmbedded, BrokerMosquitto)
+	}
+	if opts.BrokerPersistence && opts.Broker != BrokerMosquitto {
+		return nil, fmt.Errorf("broker persistence: only with %q, not %q", BrokerMosquitto, opts.Broker)
 	}
 	if opts.TelemetryRate <= 0 {
 		opts.TelemetryRate = 20

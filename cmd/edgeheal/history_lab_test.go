@@ -50,7 +50,10 @@ func closedPeerIncidents(h wire.History) []wire.Incident {
 // in the retained history, which is what a new subscriber gets first; and
 // a restarted agent says the same.
 func TestLabTheHistoryHoldsWhatTheCloudCouldNotHear(t *testing.T) {
-	l := labtest.New(t, lab.Options{Broker: lab.BrokerMosquitto, NoTelemetry: true, OffloadOff: true})
+	// The broker keeps its sessions across its restart, as a cloud's does:
+	// the cloud's subscriber below misses nothing published while it is
+	// away, whichever of it and the agent is back first.
+	l := labtest.New(t, lab.Options{Broker: lab.BrokerMosquitto, BrokerPersistence: true, NoTelemetry: true, OffloadOff: true})
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -93,11 +96,13 @@ report:
 		t.Fatalf("before any fault the history has %d incidents (read: %v), want none", len(h.Incidents), ok)
 	}
 
-	// The cloud listens from the start: what the node delivers before the
-	// broker stops reaches this subscriber, what it keeps for later reaches
-	// the one that subscribes once the broker is back.
+	// The cloud listens from the start with a persistent session, as the
+	// fleet view does: what the node delivers before the broker stops
+	// reaches it at once, what the node keeps for later reaches it once
+	// both are back.
 	events := make(chan mqtt.Message, 10000)
-	early := cloudSubscriber(t, l, "edgeheal/v1/"+node+"/#", events)
+	cloudID := "cloud-" + l.Prefix()
+	early := cloudSession(t, l, cloudID, "edgeheal/v1/"+node+"/#", events)
 	defer early.Disconnect(100)
 
 	// Dark for 10 s, the broker up (the blackhole cuts the node's reports
@@ -140,12 +145,17 @@ report:
 	if err := l.StartBroker(); err != nil {
 		t.Fatal(err)
 	}
-	sub := cloudSubscriber(t, l, "edgeheal/v1/"+node+"/#", events)
+	sub := cloudSession(t, l, cloudID, "edgeheal/v1/"+node+"/#", events)
 	defer sub.Disconnect(100)
 	actions := map[string][]string{} // incident id → the actions the events reported during it
 	recovered := map[string]bool{}
-	seen := map[string]bool{} // event ids: the two subscribers may both hear one
+	seen := map[string]bool{} // event ids: the session may hear one twice (QoS 1)
 	var cloudHistory wire.History
+	defer func() {
+		if t.Failed() {
+			t.Logf("at the cloud: %d events, recovered %v, a history with %d closed incidents", len(seen), recovered, len(closedPeerIncidents(cloudHistory)))
+		}
+	}()
 	testsupport.WaitFor(t, 60*time.Second, "both incidents' events and a history with both at the cloud", func() bool {
 		for {
 			select {

@@ -140,12 +140,30 @@ report:
 }
 
 // cloudSubscriber subscribes to topic at the broker's public address,
-// dialling from inside the cloud namespace.
+// dialling from inside the cloud namespace, with a clean session.
 func cloudSubscriber(t *testing.T, l *lab.Lab, topic string, got chan<- mqtt.Message) mqtt.Client {
 	t.Helper()
+	return cloudClient(t, l, fmt.Sprintf("cloud-%d", time.Now().UnixNano()), true, topic, got)
+}
+
+// cloudSession is cloudSubscriber with the persistent session id, as the
+// fleet view subscribes: what the broker queued for the session while it
+// was away (with Options.BrokerPersistence, also across a restart of the
+// broker) arrives as soon as it connects again with the same id.
+func cloudSession(t *testing.T, l *lab.Lab, id, topic string, got chan<- mqtt.Message) mqtt.Client {
+	t.Helper()
+	return cloudClient(t, l, id, false, topic, got)
+}
+
+func cloudClient(t *testing.T, l *lab.Lab, id string, clean bool, topic string, got chan<- mqtt.Message) mqtt.Client {
+	t.Helper()
 	addr := l.BrokerPublicAddr().String()
-	opts := mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(fmt.Sprintf("cloud-%d", time.Now().UnixNano())).
-		SetProtocolVersion(4).SetConnectTimeout(3 * time.Second).SetAutoReconnect(false)
+	deliver := func(_ mqtt.Client, m mqtt.Message) { got <- m }
+	opts := mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(clean).
+		SetProtocolVersion(4).SetConnectTimeout(3 * time.Second).SetAutoReconnect(false).
+		// A session's queued messages come before any SUBSCRIBE of this
+		// connection.
+		SetDefaultPublishHandler(deliver)
 	opts.SetCustomOpenConnectionFn(func(_ *url.URL, _ mqtt.ClientOptions) (net.Conn, error) {
 		var c net.Conn
 		err := l.Do(lab.Cloud, func() error {
@@ -159,7 +177,7 @@ func cloudSubscriber(t *testing.T, l *lab.Lab, topic string, got chan<- mqtt.Mes
 	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("cloud subscriber: connect: %v", tok.Error())
 	}
-	if tok := c.Subscribe(topic, 1, func(_ mqtt.Client, m mqtt.Message) { got <- m }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+	if tok := c.Subscribe(topic, 1, deliver); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("cloud subscriber: subscribe: %v", tok.Error())
 	}
 	return c
