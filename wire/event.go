@@ -43,11 +43,18 @@ const (
 // event below it was published before it, and one that sees an event
 // twice (delivery is at least once) sees the same Seq and id. Seq 0 means
 // the sender does not number its events.
+//
+// Session is that of the connection that published the event (its
+// status carries the same): an event queued while the node was away
+// carries the session it was finally delivered in. A consumer can so
+// place an event without the status of its session, which may come on
+// another connection. 0 from agents before it.
 type EventMessage struct {
-	V    int    `json:"v"`
-	Node string `json:"node"`
-	Site string `json:"site,omitempty"`
-	Seq  uint64 `json:"seq,omitempty"`
+	V       int    `json:"v"`
+	Node    string `json:"node"`
+	Site    string `json:"site,omitempty"`
+	Session uint64 `json:"session,omitempty"`
+	Seq     uint64 `json:"seq,omitempty"`
 	Event
 }
 

@@ -224,7 +224,7 @@ func (p *Publisher) serve(ctx context.Context, l *link) error {
 	for {
 		p.tick()
 		if drain {
-			more, err := p.publishEvents(ctx, l.c, l.lost)
+			more, err := p.publishEvents(ctx, l)
 			if err != nil {
 				// No PUBACK in time (or the link broke): the connection
 				// is not to be trusted. Reconnect; the events stay queued.
@@ -375,16 +375,18 @@ func (h *historyPublisher) ifDue(ctx context.Context, now time.Time) error {
 // PUBACKs in order and acks in the outbox the acknowledged ones up to the
 // first that was not: the rest stay queued and go again, in order, on the
 // next connection (a consumer that deduplicates by id then sees every
-// event in order). more is true when the whole window went through (there
-// may be more queued).
-func (p *Publisher) publishEvents(ctx context.Context, c paho.Client, lost chan error) (more bool, err error) {
+// event in order). Each carries the session of the connection that
+// publishes it, as the status of that connection does. more is true when
+// the whole window went through (there may be more queued).
+func (p *Publisher) publishEvents(ctx context.Context, l *link) (more bool, err error) {
+	c, lost := l.c, l.lost
 	items := p.opts.Outbox.Pending(p.opts.Window)
 	if len(items) == 0 || ctx.Err() != nil {
 		return false, nil
 	}
 	toks := make([]paho.Token, len(items))
 	for i, it := range items {
-		b, err := json.Marshal(wire.EventMessage{V: wire.Version, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Seq: it.Seq, Event: it.Event})
+		b, err := json.Marshal(wire.EventMessage{V: wire.Version, Node: p.opts.Node.Name, Site: p.opts.Node.Site, Session: l.session, Seq: it.Seq, Event: it.Event})
 		if err != nil {
 			// Cannot happen for JSON-decoded events; never let one event
 			// block the queue forever.

@@ -114,7 +114,7 @@ func TestMQTTDeliversEveryEventOnceInOrderAfterAMinuteOfBrokerOutage(t *testing.
 	cfg.Reconnect = configs.Reconnect{} // the defaults, as shipped
 	p := newTestPublisher(t, cfg, "node-o", stateDir, ob, nil)
 	defer runPublisher(t, context.Background(), p)()
-	w.nextStatus(t, testPrefix+"/node-o/status", func(m map[string]any) bool { return m["state"] == wire.StateOnline })
+	before := num(w.nextStatus(t, testPrefix+"/node-o/status", func(m map[string]any) bool { return m["state"] == wire.StateOnline }), "session")
 
 	stopped := time.Now()
 	m.Stop()
@@ -133,6 +133,15 @@ func TestMQTTDeliversEveryEventOnceInOrderAfterAMinuteOfBrokerOutage(t *testing.
 	if len(got) != len(want) {
 		t.Errorf("%d messages for %d events, want each once", len(got), len(want))
 	}
+	// Each carries the session of the connection that delivered it, the
+	// one after the outage, which the node's status names too.
+	after := got[0].msg.Session
+	for _, a := range got {
+		if a.msg.Session != after || after <= before {
+			t.Errorf("event %s carries session %d; want that of the connection after the outage (the first event's, %d, above %d before it)", a.msg.ID, a.msg.Session, after, before)
+		}
+	}
+	w.nextStatus(t, testPrefix+"/node-o/status", func(m map[string]any) bool { return num(m, "session") == after })
 	t.Logf("the last event arrived %.2f s after the broker was back (measured, not asserted)", got[len(got)-1].at.Sub(back).Seconds())
 }
 

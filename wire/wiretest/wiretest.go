@@ -88,7 +88,7 @@ func LocalStatus() wire.LocalStatus {
 
 // EventMessage is the event topic's example.
 func EventMessage() wire.EventMessage {
-	return wire.EventMessage{V: wire.Version, Node: "edge-17", Site: "plant-7", Seq: 1764754927000042, Event: wire.Event{
+	return wire.EventMessage{V: wire.Version, Node: "edge-17", Site: "plant-7", Session: 1764754927000001, Seq: 1764754927000042, Event: wire.Event{
 		ID: "5f1c0a9e8d7b6a5f4e3d2c1b", Time: When, Kind: wire.EventIncident, Target: "wg0/AbCdEfGh", Result: "opened",
 		Summary:  "wg0/AbCdEfGh dark: probe missed: timeout",
 		Evidence: map[string]any{"state": "down", "probe": "miss: timeout", "handshake_age_seconds": 130.0},
