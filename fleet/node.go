@@ -143,19 +143,28 @@ func (n *node) seenID(id string) bool {
 // replay reports whether an event with a sequence number is at or below
 // what the node already sent: (session, seq) pairs only grow. Events
 // without Seq are never replays by this rule (their id decides). An event
-// counts in the session of the node's last status, so a sequence that
-// starts again after a restart (a new state directory) is not taken for a
-// replay.
+// counts in its session (sessionOf), so a sequence that starts again
+// after a restart (a new state directory) is not taken for a replay.
 func (n *node) replay(e wire.EventMessage) bool {
 	if e.Seq == 0 {
 		return false
 	}
-	session, seq := n.Session, e.Seq
+	session, seq := n.sessionOf(e), e.Seq
 	if n.wm.set && (session < n.wm.session || (session == n.wm.session && seq <= n.wm.seq)) {
 		return true
 	}
 	n.wm.session, n.wm.seq, n.wm.set = session, seq, true
 	return false
+}
+
+// sessionOf is the session an event came in: its own, or from an agent
+// that does not say, the session of the node's last status (which came
+// before it only when both share a connection).
+func (n *node) sessionOf(e wire.EventMessage) uint64 {
+	if e.Session != 0 {
+		return e.Session
+	}
+	return n.Session
 }
 
 // insertByTime inserts e into list sorted by ts and keeps the newest

@@ -21,7 +21,8 @@ type Message struct {
 	// message is invalid, and the view says whose it was and how large.
 	Unread int
 
-	history *decoded // Prepare's work, if it was done
+	history *decoded       // Prepare's work, if it was done
+	status  *decodedStatus // the same
 }
 
 // Result is what Apply did with a message.
@@ -151,31 +152,6 @@ func (s *Store) Apply(m Message) (res Result) {
 	return a.res
 }
 
-// keepFailure keeps a panic met applying or decoding one message, and
-// its stack, for Health: a bug met by one message costs the view that
-// message and no more (a retained one would otherwise end the view at its
-// every start); Apply counts the message failed.
-func (s *Store) keepFailure(name, kind string, p *panicked) {
-	s.lastFailure = clip(fmt.Sprintf("%s: the view could not apply this %s: %v", name, kind, p), maxFailure)
-	s.lastErr = clip(fmt.Sprintf("%s: the view could not apply this %s (a bug: its stack is in /v1/fleet's last_failure and the log): panic: %v", name, kind, p.value), maxText)
-}
-
-// countBack counts a node's share as the node now is, after an Apply
-// that took it out and panicked.
-func (s *Store) countBack(name string) {
-	if n, ok := s.nodes[name]; ok {
-		s.count(n.share(), +1)
-	}
-}
-
-// panicked is a panic recovered, with the stack where it happened.
-type panicked struct {
-	value any
-	stack []byte
-}
-
-func (p *panicked) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
-
 // count adds a node's share to the fleet's counts (sign -1 removes it).
 func (s *Store) count(sh share, sign int) {
 	s.byState[sh.state] += sign
@@ -203,12 +179,12 @@ type applied struct {
 // retained (its age is the node's silence, not the view's lag) or an
 // event older than the node's last status (a replay of its outbox: the
 // node told the view something newer already).
-func (a *applied) delay(n *node, m Message, ts time.Time, event bool) {
+func (a *applied) delay(n *node, m Message, ts time.Time, session uint64, event bool) {
 	if m.Retained || ts.IsZero() || (event && ts.Before(n.StatusTS)) {
 		return
 	}
 	a.lag, a.raw = true, m.Received.Sub(ts)
-	a.corrected = n.clock.correct(a.raw, n.Session)
+	a.corrected = n.clock.correct(a.raw, session)
 }
 
 func (s *Store) apply(m Message) applied {
@@ -235,7 +211,7 @@ func (s *Store) apply(m Message) applied {
 		n := s.node(name)
 		a := applied{typ: TypeEvent, kind: e.Kind}
 		if a.res = s.applyEvent(n, e, m); a.res == Applied {
-			a.delay(n, m, e.Time, true)
+			a.delay(n, m, e.Time, n.sessionOf(e), true)
 		}
 		return a
 	case wire.TopicHistory:
@@ -248,8 +224,12 @@ func (s *Store) apply(m Message) applied {
 		delete(s.nodes, name)
 		return applied{typ: TypeStatus, res: Removed}
 	}
-	var st wire.Status
-	if err := decode("status", m.Payload, &st); err != nil {
+	st, err := s.preparedStatus(m)
+	if p, ok := err.(*panicked); ok {
+		s.keepFailure(name, TypeStatus, p)
+		return applied{typ: TypeStatus, res: Failed}
+	}
+	if err != nil {
 		s.lastErr = clip(name+": "+err.Error(), maxText)
 		return applied{typ: TypeStatus, res: Invalid}
 	}
@@ -264,7 +244,7 @@ func (s *Store) apply(m Message) applied {
 	n := s.node(name)
 	a := applied{typ: typ}
 	if a.res = s.applyStatus(n, st, m); a.res == Applied {
-		a.delay(n, m, st.TS, false)
+		a.delay(n, m, st.TS, n.Session, false)
 	}
 	return a
 }

@@ -122,6 +122,11 @@ func TestEventsDeduplicatedByIDAndSeq(t *testing.T) {
 		{"seq without session starts again once the node's status has a higher session", [][]byte{
 			event("a", "action", "t", t0, map[string]any{"seq": 5}), status("online", 9, t0), event("b", "action", "t", t0, map[string]any{"seq": 1})},
 			[]Result{Applied, Applied, Applied}},
+		{"an event counts in its own session, also before the status of that session came", [][]byte{
+			status("online", 5, t0), event("a", "action", "t", t0, seq(5, 100)), event("b", "action", "t", t0, seq(6, 50))},
+			[]Result{Applied, Applied, Applied}},
+		{"an event of a session before one seen is stale", [][]byte{
+			event("a", "action", "t", t0, seq(6, 1)), event("b", "action", "t", t0, seq(5, 100))}, []Result{Applied, Stale}},
 		{"an event without an id is invalid", [][]byte{[]byte(`{"v":1,"kind":"action"}`)}, []Result{Invalid}},
 	}
 	for _, tt := range tests {
@@ -329,25 +334,29 @@ func TestAPanicInApplyCostsTheViewThatMessageOnly(t *testing.T) {
 	}
 }
 
-// A panic in a history's decoding, outside the store's lock, is that
-// history's failure too.
-func TestAPanicDecodingAHistoryCostsTheViewThatHistoryOnly(t *testing.T) {
-	s := NewStore(wire.DefaultTopicPrefix)
-	calls := 0
-	s.fault = func(Message) {
-		if calls++; calls == 1 {
-			panic("a decoder's bug")
-		}
-	}
-	b, _ := json.Marshal(fullHistory("n1", "a", t0, 60))
-	m := s.Prepare(nodeMsg("n1", "history", b, t0))
-	if r := s.Apply(m); r != Failed {
-		t.Fatalf("a history whose decoding panicked: %v, want failed", r)
-	}
-	if h := s.Health(t0); h.Messages["history/failed"] != 1 || !strings.Contains(h.LastFailure, "decodeRecovering") {
-		t.Errorf("messages %v, last failure %q", h.Messages, h.LastFailure)
-	}
-	if r := s.Apply(s.Prepare(nodeMsg("n1", "history", b, t0))); r != Applied {
-		t.Errorf("the same history again: %v, want applied", r)
+// A panic in a history's or a status's decoding, outside the store's
+// lock, is that message's failure too.
+func TestAPanicDecodingCostsTheViewThatMessageOnly(t *testing.T) {
+	h, _ := json.Marshal(fullHistory("n1", "a", t0, 60))
+	for kind, b := range map[string][]byte{"history": h, "status": siteStatus("online", "a", 1, t0)} {
+		t.Run(kind, func(t *testing.T) {
+			s := NewStore(wire.DefaultTopicPrefix)
+			calls := 0
+			s.fault = func(Message) {
+				if calls++; calls == 1 {
+					panic("a decoder's bug")
+				}
+			}
+			m := s.Prepare(nodeMsg("n1", kind, b, t0))
+			if r := s.Apply(m); r != Failed {
+				t.Fatalf("a %s whose decoding panicked: %v, want failed", kind, r)
+			}
+			if h := s.Health(t0); h.Messages[kind+"/failed"] != 1 || !strings.Contains(h.LastFailure, "decodeRecovering") {
+				t.Errorf("messages %v, last failure %q", h.Messages, h.LastFailure)
+			}
+			if r := s.Apply(s.Prepare(nodeMsg("n1", kind, b, t0.Add(time.Second)))); r != Applied {
+				t.Errorf("the same %s again: %v, want applied", kind, r)
+			}
+		})
 	}
 }

@@ -55,22 +55,47 @@ type decoded struct {
 	err error
 }
 
+// decodedStatus is a status as Prepare decoded it.
+type decodedStatus struct {
+	st  wire.Status
+	err error
+}
+
 // Prepare does the part of Apply that needs no lock and returns the
-// message to Apply: it decodes a history, the largest payload, which a
-// view reads for every node at its start. Several goroutines may prepare
-// while one applies; a prepared message is applied once.
+// message to Apply: it decodes a history or a status, which a view reads
+// for every node at its start. Several goroutines may prepare while one
+// applies; a prepared message is applied once. A node's statuses must be
+// applied in the broker's order (Apply takes an older one of the same
+// session for the newer).
 func (s *Store) Prepare(m Message) Message {
-	if _, kind, err := wire.ParseTopic(s.prefix, m.Topic); err == nil && kind == wire.TopicHistory && len(m.Payload) > 0 && len(m.Payload) <= MaxPayload {
+	_, kind, err := wire.ParseTopic(s.prefix, m.Topic)
+	if err != nil || len(m.Payload) == 0 || len(m.Payload) > MaxPayload {
+		return m
+	}
+	switch kind {
+	case wire.TopicHistory:
 		h := s.histories.Get().(*wire.History)
-		m.history = &decoded{h, s.decodeRecovering(m, h)}
+		m.history = &decoded{h, s.decodeRecovering(m, func() error { return decodeHistory(m.Payload, h) })}
+	case wire.TopicStatus:
+		d := new(decodedStatus)
+		d.err = s.decodeRecovering(m, func() error { return decode("status", m.Payload, &d.st) })
+		m.status = d
 	}
 	return m
 }
 
-// decodeRecovering is decodeHistory, and a panic in the decoder (a bug
-// met by one payload) is that payload's failure, not the view's: Apply
-// counts it failed.
-func (s *Store) decodeRecovering(m Message, h *wire.History) (err error) {
+// preparedStatus is m's status, decoded by Prepare or now.
+func (s *Store) preparedStatus(m Message) (wire.Status, error) {
+	if m.status == nil {
+		m = s.Prepare(m)
+	}
+	return m.status.st, m.status.err
+}
+
+// decodeRecovering runs decode, and a panic in the decoder (a bug met by
+// one payload) is that payload's failure, not the view's: Apply counts it
+// failed.
+func (s *Store) decodeRecovering(m Message, decode func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &panicked{p, debug.Stack()}
@@ -79,7 +104,7 @@ func (s *Store) decodeRecovering(m Message, h *wire.History) (err error) {
 	if s.fault != nil {
 		s.fault(m)
 	}
-	return decodeHistory(m.Payload, h)
+	return decode()
 }
 
 // decodeHistory decodes a history into h, whose slices it uses again: a
