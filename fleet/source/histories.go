@@ -3,10 +3,10 @@ package source
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,28 +16,30 @@ import (
 	"github.com/edgeheal/edgeheal/fleet"
 )
 
-// historyConn is the histories' connection: a clean session that
-// subscribes once, at QoS 0, and then only reads. It reads its PUBLISH
-// packets itself, each into one buffer whose tail is the payload, and the
-// buffer is read into again once the history is applied, where paho
-// allocates and copies every payload twice (the packet, then the payload
-// out of it): at a 100,000-node start 1.6 GB for the 800 MB of
-// histories, which the collector then walks (docs/performance.md, "Where
-// the 100,000-node start goes"). Every
-// other packet is encoded and decoded by paho's packets package, and the
-// view's own connection (statuses and events, QoS 1, a persistent
-// session) stays a paho client.
+// historyConn is the retained connection, the statuses' and the
+// histories': a clean session that subscribes once, at QoS 0, and then
+// only reads. It reads its PUBLISH packets itself, each into one buffer
+// whose tail is the payload, and the buffer is read into again once the
+// message is applied, where paho allocates and copies every payload twice
+// (the packet, then the payload out of it): at a 100,000-node start 1.6
+// GB for the 800 MB of histories, which the collector then walks
+// (docs/performance.md, "Where the 100,000-node start goes"). Every other
+// packet is encoded and decoded by paho's packets package, and the view's
+// own connection (events, QoS 1, a persistent session) stays a paho
+// client.
 type historyConn struct {
 	conn      net.Conn
 	r         *bufio.Reader
 	keepAlive time.Duration
+
+	topics []string // those subscribed to, in order
 
 	wmu    sync.Mutex // PINGREQ and DISCONNECT come from other goroutines than SUBSCRIBE
 	closed chan struct{}
 	once   sync.Once
 }
 
-// maxHistoryPacket is the largest packet the histories' connection
+// maxHistoryPacket is the largest packet the retained connection
 // reads: a payload as large as the store reads, and room for its topic.
 // A packet's length is the broker's say, and the view does not allocate
 // whatever it says: a larger PUBLISH is skipped unread but for its topic
@@ -48,8 +50,8 @@ type historyConn struct {
 // history would keep the view from every other's.
 const maxHistoryPacket = fleet.MaxPayload + 64<<10
 
-// buffers hold the histories' packets: one is taken for a packet,
-// handed with its history to the worker that decodes and applies it, and
+// buffers hold the retained connection's packets: one is taken for a packet,
+// handed with its message to the worker that decodes and applies it, and
 // put back then (the store keeps nothing of a payload).
 var buffers = sync.Pool{New: func() any { return new([]byte) }}
 
@@ -120,11 +122,12 @@ func (h *historyConn) connack() error {
 	return nil
 }
 
-// subscribe sends the connection's SUBSCRIBE, at QoS 0; read sees its
-// SUBACK.
-func (h *historyConn) subscribe(topic string) error {
+// subscribe sends the connection's SUBSCRIBE, every filter at QoS 0, in
+// order; read sees its SUBACK.
+func (h *historyConn) subscribe(topics ...string) error {
 	sp := packets.NewControlPacket(packets.Subscribe).(*packets.SubscribePacket)
-	sp.MessageID, sp.Topics, sp.Qoss = subscribeID, []string{topic}, []byte{0}
+	sp.MessageID, sp.Topics, sp.Qoss = subscribeID, topics, make([]byte, len(topics))
+	h.topics = topics
 	return h.write(sp)
 }
 
@@ -163,21 +166,31 @@ func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message, *
 			handle(m, buf)
 			continue
 		case packets.Suback:
-			if acked || len(body) != 3 || binary.BigEndian.Uint16(body) != subscribeID {
+			if acked || len(body) != 2+len(h.topics) || binary.BigEndian.Uint16(body) != subscribeID {
 				return &broker.PacketError{Type: packets.Suback, Length: len(body), Reason: "a SUBACK that answers no SUBSCRIBE sent"}
 			}
 			acked = true
-			if body[2] == 0x80 {
-				subscribed <- errors.New("the broker refused it (SUBACK return code 0x80: its ACL, or a topic it does not take)")
-			} else {
-				subscribed <- nil
-			}
+			subscribed <- refused(h.topics, body[2:])
 		case packets.Pingresp:
 		default:
 			return &broker.PacketError{Type: first >> 4, Length: len(body), Reason: "a " + packets.PacketNames[first>>4] + " where a client subscribed at QoS 0 expects none"}
 		}
 		buffers.Put(buf)
 	}
+}
+
+// refused names the filters a SUBACK's return codes refused, if any.
+func refused(topics []string, codes []byte) error {
+	var no []string
+	for i, c := range codes {
+		if c == 0x80 {
+			no = append(no, topics[i])
+		}
+	}
+	if len(no) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the broker refused %s (SUBACK return code 0x80: its ACL, or a topic it does not take)", strings.Join(no, " and "))
 }
 
 // publish is a PUBLISH packet's message; its payload is body's tail.

@@ -217,16 +217,19 @@ func TestReadNamesARefusedSubscriptionAndEndsOnPacketsItNeverExpects(t *testing.
 		subscribed string // the SUBACK's verdict: "" none, "ok", or a part of the error
 		ended      string // a part of read's error
 	}{
-		{"refused", []byte{0x90, 3, 0, subscribeID, 0x80}, "the broker refused it", "EOF"},
-		{"granted, then a second SUBACK", []byte{0x90, 3, 0, subscribeID, 0, 0x90, 3, 0, subscribeID, 0}, "ok", "answers no SUBSCRIBE"},
-		{"a SUBACK for another packet id", []byte{0x90, 3, 0, 9, 0}, "", "answers no SUBSCRIBE"},
+		{"one filter refused", []byte{0x90, 4, 0, subscribeID, 0, 0x80}, "the broker refused p/+/history (", "EOF"},
+		{"both refused", []byte{0x90, 4, 0, subscribeID, 0x80, 0x80}, "the broker refused p/+/status and p/+/history", "EOF"},
+		{"granted, then a second SUBACK", []byte{0x90, 4, 0, subscribeID, 0, 0, 0x90, 4, 0, subscribeID, 0, 0}, "ok", "answers no SUBSCRIBE"},
+		{"a SUBACK for another packet id", []byte{0x90, 4, 0, 9, 0, 0}, "", "answers no SUBSCRIBE"},
+		{"a SUBACK for one filter of two", []byte{0x90, 3, 0, subscribeID, 0}, "", "answers no SUBSCRIBE"},
 		{"a PINGREQ", []byte{0xc0, 0}, "", "PINGREQ where a client subscribed at QoS 0 expects none"},
 		{"a PUBREL", []byte{0x62, 2, 0, 1}, "", "PUBREL where"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			client, server := net.Pipe()
 			defer server.Close()
-			hc := &historyConn{conn: client, r: bufio.NewReader(client), keepAlive: 5 * time.Second, closed: make(chan struct{})}
+			hc := &historyConn{conn: client, r: bufio.NewReader(client), keepAlive: 5 * time.Second, closed: make(chan struct{}),
+				topics: []string{"p/+/status", "p/+/history"}}
 			subscribed, ended := readFor(t, hc, 5*time.Second)
 			go func() {
 				server.Write(c.packets)

@@ -1,9 +1,10 @@
 // Package source feeds a fleet.Store from the broker: the retained
-// statuses and histories of every node (at QoS 0: retained, they come
-// again at every subscribe) and their events, over a persistent QoS 1
-// session (or a shared subscription, when several instances share the
-// events). It owns the broker connection and nothing else: what a message
-// means is the store's business.
+// statuses and histories of every node, on a connection of their own at
+// QoS 0 (retained, they come again at every subscribe; the statuses
+// first), and their events, over a persistent QoS 1 session (or a shared
+// subscription, when several instances share the events). It owns the
+// broker connections and nothing else: what a message means is the
+// store's business.
 package source
 
 import (
@@ -12,12 +13,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,14 +101,16 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &runner{opts: opts, broker: addr, log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
-	r.histories, r.done = make(chan history, 256), make(chan struct{})
+	r := &runner{opts: opts, broker: addr, seed: maphash.MakeSeed(), log: opts.Logger.With("broker", opts.MQTT.Broker, "client_id", ClientID(opts.MQTT))}
+	r.queues, r.done = make([]chan retained, runtime.GOMAXPROCS(0)), make(chan struct{})
 	var workers sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
+	for i := range r.queues {
+		q := make(chan retained, 256)
+		r.queues[i] = q
 		workers.Go(func() {
 			for {
 				select {
-				case h := <-r.histories:
+				case h := <-q:
 					r.apply(opts.Store.Prepare(h.m))
 					buffers.Put(h.buf)
 				case <-r.done:
@@ -139,25 +144,26 @@ type runner struct {
 	opts   Options
 	broker broker.URL
 	log    *slog.Logger
-	// histories go to workers that decode them on every core: a view
-	// reads every node's at its start (statuses and events keep the
-	// broker's order on the handler's goroutine; a history carries its
-	// time, and the store keeps the newest).
-	histories chan history
-	done      chan struct{} // closed when Run returns
+	// The retained statuses and histories go to workers that decode them
+	// on every core: a view reads every node's at its start. Each node's
+	// go to one worker (by its topic), so that its statuses are applied
+	// in the broker's order; events keep it on paho's goroutine.
+	queues []chan retained
+	seed   maphash.Seed
+	done   chan struct{} // closed when Run returns
 }
 
 // session is two connections, until either is lost: the view's own, a
 // persistent session (clean session off, a fixed client id) for the
-// statuses and events, on which the broker keeps the view's
-// subscriptions and queues its QoS 1 events while it is away; and one
-// for the histories, <client id>-history with a clean session, since
-// they are retained and come again at every subscribe (historyConn: the
-// view reads its packets itself). On one connection
-// the broker hands out the 100,000 retained histories of a large fleet
-// only after its 100,000 statuses, and the decoders wait; on two it
-// serves both at once (docs/performance.md, "Where the 100,000-node
-// start goes").
+// events, on which the broker keeps the view's subscription and queues
+// its QoS 1 events while it is away; and one for the retained statuses
+// and histories, <client id>-history with a clean session, since they
+// come again at every subscribe (historyConn: the view reads its packets
+// itself). The broker hands out a subscription's retained messages after
+// those of the filter before it: the statuses come first, and a view
+// knows every node's state before it has read their histories, the
+// bulk of a start (docs/performance.md, "Where the 100,000-node start
+// goes"). An event carries its session, so it needs no status first.
 func (r *runner) session(ctx context.Context) error {
 	status, history, events := Topics(r.opts.MQTT)
 	lost := make(chan error, 2)
@@ -172,42 +178,43 @@ func (r *runner) session(ctx context.Context) error {
 		return err
 	}
 	defer hc.close()
-	// A session the view kept from before it had two connections holds
-	// the histories' subscription too: the view would read each twice.
-	if err := r.wait(c.Unsubscribe(history), "unsubscribing from "+history); err != nil {
+	// A session the view kept from before holds the statuses' or the
+	// histories' subscription too: the view would read them twice, a
+	// node's statuses out of order.
+	if err := r.wait(c.Unsubscribe(status, history), "unsubscribing from "+status+" and "+history); err != nil {
 		return err
 	}
-	// Statuses at QoS 0, as the histories below: each node's is retained
-	// and comes again at this subscribe after any absence, so the broker
-	// need not queue them while the view is away, nor the view acknowledge
-	// each one. Events are not retained: QoS 1, queued while it is away.
-	if err := r.wait(c.SubscribeMultiple(map[string]byte{status: 0, events: 1}, nil), "subscribing to "+status+" and "+events); err != nil {
+	// Events are not retained: QoS 1, queued while the view is away.
+	if err := r.wait(c.Subscribe(events, 1, nil), "subscribing to "+events); err != nil {
 		return err
 	}
-	// At QoS 0: a history is retained and the connection's session clean,
-	// so one lost with the connection comes again at the next subscribe,
-	// and no acknowledgement is worth its cost (a PUBACK written by the
-	// view and awaited by the broker, 20 in flight, for every node).
+	// At QoS 0: each node's status and history is retained and the
+	// connection's session clean, so one lost with the connection comes
+	// again at the next subscribe; the broker need not queue them while
+	// the view is away, and no acknowledgement is worth its cost (a PUBACK
+	// written by the view and awaited by the broker, 20 in flight, for
+	// every one).
 	subscribed := make(chan error, 1)
 	go func() {
-		err := hc.read(subscribed, r.queueHistory, r.opts.Now)
+		err := hc.read(subscribed, r.queue, r.opts.Now)
 		select {
 		case lost <- fmt.Errorf("%s-history: %w", id, err):
 		default:
 		}
 	}()
-	if err := hc.subscribe(history); err != nil {
-		return fmt.Errorf("subscribing to %s: %w", history, err)
+	what := "subscribing to " + status + " and " + history
+	if err := hc.subscribe(status, history); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	select {
 	case err := <-subscribed:
 		if err != nil {
-			return fmt.Errorf("subscribing to %s: %w", history, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	case err := <-lost:
-		return fmt.Errorf("subscribing to %s: %w", history, err)
+		return fmt.Errorf("%s: %w", what, err)
 	case <-time.After(r.opts.DialTimeout):
-		return fmt.Errorf("subscribing to %s: no acknowledgement within %s", history, r.opts.DialTimeout)
+		return fmt.Errorf("%s: no acknowledgement within %s", what, r.opts.DialTimeout)
 	}
 	r.opts.Store.SetConnected(true, fmt.Sprintf("connected to %s, subscribed to %s, %s and %s", r.opts.MQTT.Broker, status, history, events))
 	r.log.Info("mqtt connected", "status_topic", status, "history_topic", history, "event_topic", events)
@@ -238,17 +245,19 @@ func (r *runner) wait(tok paho.Token, what string) error {
 	return nil
 }
 
-// history is a message of the histories' connection and the buffer its
+// retained is a message of the retained connection and the buffer its
 // payload is in.
-type history struct {
+type retained struct {
 	m   fleet.Message
 	buf *[]byte
 }
 
-// queueHistory hands a history to the workers that decode them.
-func (r *runner) queueHistory(m fleet.Message, buf *[]byte) {
+// queue hands a retained message to the worker of its node.
+func (r *runner) queue(m fleet.Message, buf *[]byte) {
+	node := m.Topic[:max(strings.LastIndexByte(m.Topic, '/'), 0)]
+	q := r.queues[maphash.String(r.seed, node)%uint64(len(r.queues))]
 	select {
-	case r.histories <- history{m, buf}:
+	case q <- retained{m, buf}:
 	case <-r.done:
 	}
 }

@@ -337,35 +337,37 @@ func TestTwoInstancesShareTheEvents(t *testing.T) {
 	}
 }
 
-// The histories come on a connection of the view's own
-// (<client id>-history): the retained one when the view subscribes, a
-// new one as it is published. A view whose persistent session still
-// subscribes to them on its first connection, as a view with one
-// connection left it, reads each once.
-func TestTheViewReadsEveryHistoryOnceOnAConnectionOfItsOwn(t *testing.T) {
+// The statuses and histories come on a connection of the view's own
+// (<client id>-history): the retained ones when the view subscribes, new
+// ones as they are published. A view whose persistent session still
+// subscribes to them on its first connection, as a view of before left
+// it, reads each once.
+func TestTheViewReadsEveryStatusAndHistoryOnceOnAConnectionOfItsOwn(t *testing.T) {
 	c := newCloud(t, "edge-4")
 	pub := publisher(t, c, "edge-4")
-	publish := func(topic string, v any) {
+	publish := func(topic string, retain bool, v any) {
 		t.Helper()
 		b, _ := json.Marshal(v)
-		if tok := pub.Publish(prefix+"/edge-4/"+topic, 1, true, b); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		if tok := pub.Publish(prefix+"/edge-4/"+topic, 1, retain, b); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 			t.Fatalf("publishing to %s: %v", topic, tok.Error())
 		}
 	}
 	first := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
-	publish(wire.TopicHistory, wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: first, Since: first.Add(-time.Hour)})
+	publish(wire.TopicHistory, true, wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: first, Since: first.Add(-time.Hour)})
 
 	old := paho.NewClient(viewOptions(t, c, "edgeheal-fleet-test").SetCleanSession(false))
 	if tok := old.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("connecting as the view of before: %v", tok.Error())
 	}
 	got := make(chan struct{}, 1)
-	// At QoS 0, so that the session keeps the subscription and nothing in
+	// At QoS 0, so that the session keeps the subscriptions and nothing in
 	// flight: at QoS 1 the acknowledgement, which paho writes after the
 	// handler returned, can be lost to the Disconnect below, and the broker
 	// then rightly hands the first history again when the view resumes the
-	// session (seen under qemu). The subscription is what this test is about.
-	if tok := old.Subscribe(prefix+"/+/history", 0, func(paho.Client, paho.Message) { got <- struct{}{} }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+	// session (seen under qemu). The subscriptions are what this test is
+	// about.
+	filters := map[string]byte{prefix + "/+/history": 0, prefix + "/+/status": 0}
+	if tok := old.SubscribeMultiple(filters, func(paho.Client, paho.Message) { got <- struct{}{} }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("subscribing as the view of before: %v", tok.Error())
 	}
 	select {
@@ -377,17 +379,46 @@ func TestTheViewReadsEveryHistoryOnceOnAConnectionOfItsOwn(t *testing.T) {
 
 	v := startView(t, c, "", "edgeheal-fleet-test")
 	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="history"} 1`)
-	publish(wire.TopicHistory, wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: first.Add(time.Hour), Since: first.Add(-time.Hour)})
-	// On one connection the status comes after the history published
-	// before it: once it is applied, a copy of the history on the view's
-	// first connection would have come too.
-	publish(wire.TopicStatus, wire.Status{V: 1, State: "online", Session: 1, TS: time.Now().UTC(), Node: "edge-4", Site: "plant-7"})
+	publish(wire.TopicHistory, true, wire.History{V: 1, Node: "edge-4", Site: "plant-7", TS: first.Add(time.Hour), Since: first.Add(-time.Hour)})
+	publish(wire.TopicStatus, true, wire.Status{V: 1, State: "online", Session: 1, TS: time.Now().UTC(), Node: "edge-4", Site: "plant-7"})
+	// The first connection hands out in order what it has: once this
+	// event is applied, a copy of the history or the status on it would
+	// have come too.
+	publish(wire.TopicEvent, false, wire.EventMessage{V: 1, Node: "edge-4", Session: 1, Seq: 1, Event: wire.Event{ID: "after", Time: time.Now().UTC(), Kind: wire.EventAction, Target: "wwan0"}})
+	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="event"} 1`)
 	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="history"} 2`)
 	v.waitMetric(t, `edgeheal_fleet_messages_total{result="applied",type="status"} 1`)
-	// (One may be stale: two workers apply the histories, and the older
-	// can come last.)
-	if h := v.store.Health(time.Now()); h.Messages["history/duplicate"] != 0 {
-		t.Errorf("messages %v: a history read twice", h.Messages)
+	// (A history may be stale: two workers apply the histories, and the
+	// older can come last.)
+	if h := v.store.Health(time.Now()); h.Messages["history/duplicate"] != 0 || h.Messages["status/duplicate"] != 0 {
+		t.Errorf("messages %v: a history or a status read twice", h.Messages)
+	}
+}
+
+// A node's statuses are applied in the order it sent them, also when
+// they come faster than the view applies them: each node's go to one of
+// the workers that decode them.
+func TestANodesStatusesAreAppliedInTheirOrder(t *testing.T) {
+	c := newCloud(t, "edge-4")
+	pub := publisher(t, c, "edge-4")
+	v := startView(t, c, "", "edgeheal-fleet-order")
+	v.waitMetric(t, `edgeheal_fleet_connected 1`)
+	start := time.Now().UTC()
+	const n = 200
+	var toks []paho.Token
+	for i := range n {
+		state := []string{wire.StateOnline, wire.StateDegraded}[i%2]
+		b, _ := json.Marshal(wire.Status{V: 1, State: state, Session: 1, TS: start.Add(time.Duration(i) * time.Millisecond), Node: "edge-4", Site: "plant-7"})
+		toks = append(toks, pub.Publish(prefix+"/edge-4/status", 0, true, b))
+	}
+	for _, tok := range toks {
+		if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publishing: %v", tok.Error())
+		}
+	}
+	v.waitMetric(t, fmt.Sprintf(`edgeheal_fleet_messages_total{result="applied",type="status"} %d`, n))
+	if d, _ := v.store.Detail("edge-4", time.Now()); d.State != wire.StateDegraded || !d.StatusTS.Equal(start.Add((n-1)*time.Millisecond)) {
+		t.Errorf("after %d statuses: %s of %v; want the last, degraded of %v", n, d.State, d.StatusTS, start.Add((n-1)*time.Millisecond))
 	}
 }
 
