@@ -172,7 +172,11 @@ report:
 					}
 					seen[e.ID] = true
 					for _, in := range local {
-						if e.Time.Before(in.Start) || e.Time.After(in.End) {
+						// An incident's end is its start and a duration
+						// measured on the monotonic clock, an event's time the
+						// wall clock's: they may part by a little.
+						const slack = 50 * time.Millisecond
+						if e.Time.Before(in.Start.Add(-slack)) || e.Time.After(in.End.Add(slack)) {
 							continue
 						}
 						// A repair is an action on the peer or on its tunnel,
