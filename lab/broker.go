@@ -53,7 +53,7 @@ func (l *Lab) StartBroker() error {
 	// Wait until it accepts, from where agents connect.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := l.dialIn(Cloud, fmt.Sprintf("127.0.0.1:%d", BrokerPort), 200*time.Millisecond)
+		c, err := l.DialIn(Cloud, fmt.Sprintf("127.0.0.1:%d", BrokerPort), 200*time.Millisecond)
 		if err == nil {
 			c.Close()
 			return nil

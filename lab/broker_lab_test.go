@@ -24,13 +24,7 @@ func brokerClient(t *testing.T, l *lab.Lab, id string, clean bool, got chan<- st
 		SetProtocolVersion(4).SetConnectTimeout(3 * time.Second).SetAutoReconnect(false).
 		SetDefaultPublishHandler(func(_ mqtt.Client, m mqtt.Message) { got <- string(m.Payload()) })
 	opts.SetCustomOpenConnectionFn(func(_ *url.URL, _ mqtt.ClientOptions) (net.Conn, error) {
-		var c net.Conn
-		err := l.Do(lab.Cloud, func() error {
-			var err error
-			c, err = net.DialTimeout("tcp", addr, 3*time.Second)
-			return err
-		})
-		return c, err
+		return l.DialIn(lab.Cloud, addr, 3*time.Second)
 	})
 	c := mqtt.NewClient(opts)
 	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {

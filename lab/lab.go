@@ -389,8 +389,9 @@ func (l *Lab) handle(n Node, fn func(*netlink.Handle) error) error {
 	return fn(h)
 }
 
-// dialIn opens a TCP connection from inside the node's namespace.
-func (l *Lab) dialIn(n Node, addr string, timeout time.Duration) (net.Conn, error) {
+// DialIn opens a TCP connection to addr from inside the node's namespace
+// (a broker client's custom dial, for one).
+func (l *Lab) DialIn(n Node, addr string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
 	err := l.Do(n, func() error {
 		var err error

@@ -35,7 +35,7 @@ func startTelemetry(ctx context.Context, l *Lab, rate int, lateAfter time.Durati
 
 	subscribed := make(chan error, 1)
 	so := clientOptions("tcp://127.0.0.1:1883", "lab-cloud-"+l.prefix, func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
-		return l.dialIn(Cloud, u.Host, o.ConnectTimeout)
+		return l.DialIn(Cloud, u.Host, o.ConnectTimeout)
 	})
 	so.SetOnConnectHandler(func(c paho.Client) {
 		tok := c.Subscribe(TelemetryTopic, 0, t.onMessage)
@@ -65,7 +65,7 @@ func startTelemetry(ctx context.Context, l *Lab, rate int, lateAfter time.Durati
 
 	broker := "tcp://" + l.BrokerTunnelAddr().String()
 	po := clientOptions(broker, "lab-pod-"+l.prefix, func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
-		return l.dialIn(Pod, u.Host, o.ConnectTimeout)
+		return l.DialIn(Pod, u.Host, o.ConnectTimeout)
 	})
 	t.pub = paho.NewClient(po)
 	t.pub.Connect() // retries in the background until the tunnel carries it

@@ -165,13 +165,7 @@ func cloudClient(t *testing.T, l *lab.Lab, id string, clean bool, topic string, 
 		// connection.
 		SetDefaultPublishHandler(deliver)
 	opts.SetCustomOpenConnectionFn(func(_ *url.URL, _ mqtt.ClientOptions) (net.Conn, error) {
-		var c net.Conn
-		err := l.Do(lab.Cloud, func() error {
-			var err error
-			c, err = net.DialTimeout("tcp", addr, 3*time.Second)
-			return err
-		})
-		return c, err
+		return l.DialIn(lab.Cloud, addr, 3*time.Second)
 	})
 	c := mqtt.NewClient(opts)
 	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {

@@ -83,13 +83,7 @@ func (cl *Cloud) Start(ctx context.Context, l *lab.Lab) error {
 		SetMaxReconnectInterval(300 * time.Millisecond).
 		SetOrderMatters(false)
 	o.SetCustomOpenConnectionFn(func(u *url.URL, opts paho.ClientOptions) (net.Conn, error) {
-		var c net.Conn
-		err := l.Do(lab.Cloud, func() error {
-			var err error
-			c, err = net.DialTimeout("tcp", u.Host, opts.ConnectTimeout)
-			return err
-		})
-		return c, err
+		return l.DialIn(lab.Cloud, u.Host, opts.ConnectTimeout)
 	})
 	o.SetOnConnectHandler(func(c paho.Client) {
 		tok := c.Subscribe(TopicFilter, 1, cl.onMessage)
