@@ -64,9 +64,10 @@ type decodedStatus struct {
 // Prepare does the part of Apply that needs no lock and returns the
 // message to Apply: it decodes a history or a status, which a view reads
 // for every node at its start. Several goroutines may prepare while one
-// applies; a prepared message is applied once. A node's statuses must be
-// applied in the broker's order (Apply takes an older one of the same
-// session for the newer).
+// applies; a prepared message is applied once. A node's statuses are to
+// be applied in the broker's order: Apply counts one older than the
+// node's last stale, and one overtaken would be missed (a state the node
+// passed through, an incident its status showed).
 func (s *Store) Prepare(m Message) Message {
 	_, kind, err := wire.ParseTopic(s.prefix, m.Topic)
 	if err != nil || len(m.Payload) == 0 || len(m.Payload) > MaxPayload {
