@@ -160,8 +160,8 @@ type mosquitto struct {
 }
 
 // mosquittoConf is the mosquitto 2.x configuration: anonymous, no
-// persistence (unless Options.BrokerPersistence), no pid_file (mosquitto drops privileges and cannot write a
-// root-owned one), logs to stderr.
+// persistence (unless Options.BrokerPersistence), no pid_file (mosquitto
+// drops privileges and cannot write a root-owned one), logs to stderr.
 const mosquittoConf = `listener %d
 allow_anonymous true
 persistence false

@@ -158,7 +158,7 @@ type runner struct {
 // events, on which the broker keeps the view's subscription and queues
 // its QoS 1 events while it is away; and one for the retained statuses
 // and histories, <client id>-history with a clean session, since they
-// come again at every subscribe (historyConn: the view reads its packets
+// come again at every subscribe (retainedConn: the view reads its packets
 // itself). The broker hands out a subscription's retained messages after
 // those of the filter before it: the statuses come first, and a view
 // knows every node's state before it has read their histories, the
@@ -173,7 +173,7 @@ func (r *runner) session(ctx context.Context) error {
 		return err
 	}
 	defer c.Disconnect(250)
-	hc, err := r.connectHistories(id + "-history")
+	hc, err := r.connectRetained(id+"-history", status, history)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (r *runner) session(ctx context.Context) error {
 		}
 	}()
 	what := "subscribing to " + status + " and " + history
-	if err := hc.subscribe(status, history); err != nil {
+	if err := hc.subscribe(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	select {

@@ -31,8 +31,8 @@ func publishPacket(t *testing.T, topic string, qos byte, retain bool, payload []
 }
 
 // reader is a histories' connection that reads b.
-func reader(b []byte) *historyConn {
-	return &historyConn{conn: deadlines{}, r: bufio.NewReaderSize(bytes.NewReader(b), 64<<10), keepAlive: time.Second}
+func reader(b []byte) *retainedConn {
+	return &retainedConn{conn: deadlines{}, r: bufio.NewReaderSize(bytes.NewReader(b), 64<<10), keepAlive: time.Second}
 }
 
 // deadlines is a connection of which read only sets deadlines.
@@ -69,7 +69,7 @@ func TestAPublishIsReadIntoOneBufferWithItsTopicAndRetainFlag(t *testing.T) {
 // connection ended instead, the broker would hand the same retained
 // history out again at the next subscribe, and for ever.)
 func TestAPublishLargerThanTheViewReadsIsSkippedButForItsTopic(t *testing.T) {
-	large := bytes.Repeat([]byte("h"), maxHistoryPacket+1)
+	large := bytes.Repeat([]byte("h"), maxRetainedPacket+1)
 	h := reader(append(publishPacket(t, "edgeheal/v1/big/history", 0, true, large), publishPacket(t, "edgeheal/v1/n2/history", 0, true, []byte("{}"))...))
 	first, body, unread, err := h.next()
 	if err != nil {
@@ -127,7 +127,7 @@ func TestAPacketThatBreaksMQTTEndsTheConnection(t *testing.T) {
 
 // histories starts a mosquitto and connects a histories' connection to
 // it as id, with a keep-alive of one second.
-func histories(t *testing.T, id string) (*mosquitto.Broker, *historyConn) {
+func histories(t *testing.T, id string) (*mosquitto.Broker, *retainedConn) {
 	t.Helper()
 	b := mosquitto.Start(t, mosquitto.Options{})
 	u, err := broker.ParseURL(b.PlainURL())
@@ -135,7 +135,7 @@ func histories(t *testing.T, id string) (*mosquitto.Broker, *historyConn) {
 		t.Fatal(err)
 	}
 	r := &runner{broker: u, opts: Options{MQTT: fleet.MQTT{Broker: b.PlainURL(), TopicPrefix: "edgeheal/v1"}, DialTimeout: 3 * time.Second, KeepAlive: time.Second, Now: time.Now}}
-	hc, err := r.connectHistories(id)
+	hc, err := r.connectRetained(id, "edgeheal/v1/+/history")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func histories(t *testing.T, id string) (*mosquitto.Broker, *historyConn) {
 // readFor runs read on hc and returns its channels: the SUBACK's verdict
 // and the error it ended with. At the test's end it closes hc and waits
 // up to limit for read to end.
-func readFor(t *testing.T, hc *historyConn, limit time.Duration) (subscribed chan error, ended chan error) {
+func readFor(t *testing.T, hc *retainedConn, limit time.Duration) (subscribed chan error, ended chan error) {
 	t.Helper()
 	subscribed, ended = make(chan error, 1), make(chan error, 1)
 	finished := make(chan struct{})
@@ -170,7 +170,7 @@ func readFor(t *testing.T, hc *historyConn, limit time.Duration) (subscribed cha
 func TestAQuietHistoriesConnectionStaysUp(t *testing.T) {
 	_, hc := histories(t, "quiet-history")
 	subscribed, ended := readFor(t, hc, 5*time.Second)
-	if err := hc.subscribe("edgeheal/v1/+/history"); err != nil {
+	if err := hc.subscribe(); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -228,7 +228,7 @@ func TestReadNamesARefusedSubscriptionAndEndsOnPacketsItNeverExpects(t *testing.
 		t.Run(c.name, func(t *testing.T) {
 			client, server := net.Pipe()
 			defer server.Close()
-			hc := &historyConn{conn: client, r: bufio.NewReader(client), keepAlive: 5 * time.Second, closed: make(chan struct{}),
+			hc := &retainedConn{conn: client, r: bufio.NewReader(client), keepAlive: 5 * time.Second, closed: make(chan struct{}),
 				topics: []string{"p/+/status", "p/+/history"}}
 			subscribed, ended := readFor(t, hc, 5*time.Second)
 			go func() {
@@ -263,7 +263,7 @@ func TestReadNamesARefusedSubscriptionAndEndsOnPacketsItNeverExpects(t *testing.
 }
 
 // Whatever bytes a broker sends, the reader neither panics nor takes
-// more than maxHistoryPacket for a packet, and what it skips is a
+// more than maxRetainedPacket for a packet, and what it skips is a
 // PUBLISH's payload.
 func FuzzTheHistoriesReader(f *testing.F) {
 	p := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
@@ -282,7 +282,7 @@ func FuzzTheHistoriesReader(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if cap(*body) > max(maxHistoryPacket, 16<<10) || unread < 0 || (unread > 0 && first>>4 != packets.Publish) {
+			if cap(*body) > max(maxRetainedPacket, 16<<10) || unread < 0 || (unread > 0 && first>>4 != packets.Publish) {
 				t.Fatalf("a packet of type %d: a buffer of %d bytes, %d unread", first>>4, cap(*body), unread)
 			}
 			if first>>4 == packets.Publish {

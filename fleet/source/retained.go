@@ -16,7 +16,7 @@ import (
 	"github.com/edgeheal/edgeheal/fleet"
 )
 
-// historyConn is the retained connection, the statuses' and the
+// retainedConn is the retained connection, the statuses' and the
 // histories': a clean session that subscribes once, at QoS 0, and then
 // only reads. It reads its PUBLISH packets itself, each into one buffer
 // whose tail is the payload, and the buffer is read into again once the
@@ -27,19 +27,19 @@ import (
 // packet is encoded and decoded by paho's packets package, and the view's
 // own connection (events, QoS 1, a persistent session) stays a paho
 // client.
-type historyConn struct {
+type retainedConn struct {
 	conn      net.Conn
 	r         *bufio.Reader
 	keepAlive time.Duration
 
-	topics []string // those subscribed to, in order
+	topics []string // to subscribe to, in order; set before read starts, never changed
 
 	wmu    sync.Mutex // PINGREQ and DISCONNECT come from other goroutines than SUBSCRIBE
 	closed chan struct{}
 	once   sync.Once
 }
 
-// maxHistoryPacket is the largest packet the retained connection
+// maxRetainedPacket is the largest packet the retained connection
 // reads: a payload as large as the store reads, and room for its topic.
 // A packet's length is the broker's say, and the view does not allocate
 // whatever it says: a larger PUBLISH is skipped unread but for its topic
@@ -48,7 +48,7 @@ type historyConn struct {
 // breaks MQTT. Ending it on a PUBLISH would not do: the broker hands the
 // same retained history out again at the next subscribe, and one node's
 // history would keep the view from every other's.
-const maxHistoryPacket = fleet.MaxPayload + 64<<10
+const maxRetainedPacket = fleet.MaxPayload + 64<<10
 
 // buffers hold the retained connection's packets: one is taken for a packet,
 // handed with its message to the worker that decodes and applies it, and
@@ -68,9 +68,9 @@ func buffer(n int) *[]byte {
 // subscribeID is the packet id of the connection's one SUBSCRIBE.
 const subscribeID = 1
 
-// connectHistories dials, sends CONNECT and reads the CONNACK, within
-// the dial timeout.
-func (r *runner) connectHistories(id string) (*historyConn, error) {
+// connectRetained dials, sends CONNECT and reads the CONNACK, within
+// the dial timeout; subscribe later subscribes to topics, in order.
+func (r *runner) connectRetained(id string, topics ...string) (*retainedConn, error) {
 	tc, password, err := r.credentials()
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func (r *runner) connectHistories(id string) (*historyConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s as %s: %w", r.opts.MQTT.Broker, id, err)
 	}
-	h := &historyConn{conn: c, r: bufio.NewReaderSize(c, 64<<10), keepAlive: r.opts.KeepAlive, closed: make(chan struct{})}
+	h := &retainedConn{conn: c, r: bufio.NewReaderSize(c, 64<<10), keepAlive: r.opts.KeepAlive, topics: topics, closed: make(chan struct{})}
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 	cp.ProtocolName, cp.ProtocolVersion, cp.CleanSession = "MQTT", 4, true
 	cp.ClientIdentifier, cp.Keepalive = id, uint16(r.opts.KeepAlive/time.Second)
@@ -104,7 +104,7 @@ func (r *runner) connectHistories(id string) (*historyConn, error) {
 }
 
 // connack reads the broker's answer to CONNECT.
-func (h *historyConn) connack() error {
+func (h *retainedConn) connack() error {
 	first, buf, _, err := h.next()
 	if err != nil {
 		return err
@@ -122,20 +122,19 @@ func (h *historyConn) connack() error {
 	return nil
 }
 
-// subscribe sends the connection's SUBSCRIBE, every filter at QoS 0, in
-// order; read sees its SUBACK.
-func (h *historyConn) subscribe(topics ...string) error {
+// subscribe sends the connection's SUBSCRIBE, each of its topics at QoS
+// 0, in order; read sees its SUBACK.
+func (h *retainedConn) subscribe() error {
 	sp := packets.NewControlPacket(packets.Subscribe).(*packets.SubscribePacket)
-	sp.MessageID, sp.Topics, sp.Qoss = subscribeID, topics, make([]byte, len(topics))
-	h.topics = topics
+	sp.MessageID, sp.Topics, sp.Qoss = subscribeID, h.topics, make([]byte, len(h.topics))
 	return h.write(sp)
 }
 
-func (h *historyConn) write(p packets.ControlPacket) error {
+func (h *retainedConn) write(p packets.ControlPacket) error {
 	return h.writeWithin(p, h.keepAlive)
 }
 
-func (h *historyConn) writeWithin(p packets.ControlPacket, limit time.Duration) error {
+func (h *retainedConn) writeWithin(p packets.ControlPacket, limit time.Duration) error {
 	h.wmu.Lock()
 	defer h.wmu.Unlock()
 	h.conn.SetWriteDeadline(time.Now().Add(limit))
@@ -147,7 +146,7 @@ func (h *historyConn) writeWithin(p packets.ControlPacket, limit time.Duration) 
 // SUBACK's verdict to subscribed, until the connection ends: it
 // was closed, the broker broke MQTT, or it sent nothing (not even the
 // answer to a ping) for one and a half keep-alive periods.
-func (h *historyConn) read(subscribed chan<- error, handle func(fleet.Message, *[]byte), now func() time.Time) error {
+func (h *retainedConn) read(subscribed chan<- error, handle func(fleet.Message, *[]byte), now func() time.Time) error {
 	acked := false
 	for {
 		h.conn.SetReadDeadline(time.Now().Add(h.keepAlive * 3 / 2))
@@ -212,9 +211,9 @@ func publish(first byte, body []byte) (fleet.Message, error) {
 }
 
 // next reads one packet: its first byte and its body, in a buffer from
-// buffers. Of a PUBLISH larger than maxHistoryPacket the body holds its
+// buffers. Of a PUBLISH larger than maxRetainedPacket the body holds its
 // topic only, and unread is the size of the payload skipped.
-func (h *historyConn) next() (first byte, body *[]byte, unread int, err error) {
+func (h *retainedConn) next() (first byte, body *[]byte, unread int, err error) {
 	if first, err = h.r.ReadByte(); err != nil {
 		return 0, nil, 0, err
 	}
@@ -233,11 +232,11 @@ func (h *historyConn) next() (first byte, body *[]byte, unread int, err error) {
 		}
 	}
 	switch {
-	case n > maxHistoryPacket && first>>4 == packets.Publish:
+	case n > maxRetainedPacket && first>>4 == packets.Publish:
 		return h.skip(first, n)
-	case n > maxHistoryPacket:
+	case n > maxRetainedPacket:
 		return 0, nil, 0, &broker.PacketError{Type: first >> 4, Length: n,
-			Reason: fmt.Sprintf("a %s of %d bytes, more than the %d the view reads", packets.PacketNames[first>>4], n, maxHistoryPacket)}
+			Reason: fmt.Sprintf("a %s of %d bytes, more than the %d the view reads", packets.PacketNames[first>>4], n, maxRetainedPacket)}
 	}
 	body = buffer(n)
 	if _, err := io.ReadFull(h.r, *body); err != nil {
@@ -250,12 +249,12 @@ func (h *historyConn) next() (first byte, body *[]byte, unread int, err error) {
 // (its length and itself, at most 64 KiB): the rest is read and dropped
 // a buffer at a time, each within the read deadline, so that a large
 // one on a slow link is not taken for a broker gone quiet.
-func (h *historyConn) skip(first byte, n int) (byte, *[]byte, int, error) {
+func (h *retainedConn) skip(first byte, n int) (byte, *[]byte, int, error) {
 	var size [2]byte
 	if _, err := io.ReadFull(h.r, size[:]); err != nil {
 		return 0, nil, 0, err
 	}
-	topic := 2 + int(binary.BigEndian.Uint16(size[:])) // less than n: n > maxHistoryPacket
+	topic := 2 + int(binary.BigEndian.Uint16(size[:])) // less than n: n > maxRetainedPacket
 	body := buffer(topic)
 	copy(*body, size[:])
 	if _, err := io.ReadFull(h.r, (*body)[2:]); err != nil {
@@ -277,7 +276,7 @@ func (h *historyConn) skip(first byte, n int) (byte, *[]byte, int, error) {
 // ping sends a PINGREQ every keep-alive period until the connection is
 // closed: the broker's PINGRESP keeps read's deadline from passing on a
 // quiet connection, and the PINGREQ keeps the broker from dropping it.
-func (h *historyConn) ping() {
+func (h *retainedConn) ping() {
 	t := time.NewTicker(h.keepAlive)
 	defer t.Stop()
 	for {
@@ -296,7 +295,7 @@ func (h *historyConn) ping() {
 // keep-alive to end the session), waiting at most a quarter of a second
 // for a broker that stopped reading, as paho's Disconnect(250) does, and
 // closes the connection, which ends read.
-func (h *historyConn) close() {
+func (h *retainedConn) close() {
 	h.once.Do(func() {
 		close(h.closed)
 		h.writeWithin(packets.NewControlPacket(packets.Disconnect), 250*time.Millisecond)
